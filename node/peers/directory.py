@@ -1,0 +1,264 @@
+"""The peer directory: static peers and registry search results, as tools in a ToolRegistry.
+
+Each refresh fetches every static peer's card (ETag-revalidated) and the registry's healthy
+agents, merges them by agent id (a static entry wins: it carries the token, filters and
+``expose``), drops this node itself, and brings the tool registry in line: one
+:class:`RemoteSkillTool` per kept skill, in group ``peer:<id>``; a peer whose card changed has
+its tools rebuilt, a vanished peer's tools are unregistered. When the registry or a peer cannot
+be reached, the last good view of it stays (a warning is logged; the peer is marked unhealthy).
+Each peer keeps one :class:`PeerClient`, and its circuit breaker survives card changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+import httpx
+from a2a.types import AgentCard, AgentSkill
+
+from node.errors import ConfigError, NodeError
+from node.peers.breaker import CircuitBreaker
+from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url
+from node.peers.peer_client import PeerClient
+from node.peers.registry_client import search_agents
+from node.peers.remote_tool import RemoteSkillTool
+from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer, read_token
+from node.tooling.registry import ToolRegistry
+
+__all__ = ["PeerDirectory", "PeerInfo"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerInfo:
+    """One peer as the directory currently sees it."""
+
+    id: str
+    name: str
+    url: str  # its card URL
+    skills: tuple[str, ...]  # the skill ids offered as tools
+    healthy: bool
+    source: Literal["static", "registry"]
+
+
+@dataclass(slots=True)
+class _Peer:
+    card: AgentCard
+    url: str
+    healthy: bool
+    static: StaticPeer | None = None
+
+
+@dataclass(slots=True)
+class _Installed:
+    fingerprint: tuple[bytes, StaticPeer | None]
+    tools: list[str]
+
+
+def _wanted(skill: AgentSkill, static: StaticPeer | None) -> bool:
+    if static is None:
+        return True
+    if static.skills is not None and skill.id not in static.skills:
+        return False
+    return static.tags is None or bool(set(static.tags) & set(skill.tags))
+
+
+class PeerDirectory:
+    """Keeps ``tool_registry`` in line with the peers this node can see."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        self_id: str,
+        tool_registry: ToolRegistry,
+        static_peers: Sequence[StaticPeer] = (),
+        registry: RegistryConnection | None = None,
+        refresh_s: float | None = None,
+        max_hops: int = 4,
+        call_timeout_s: float = 30.0,
+        retries: int = 3,
+        breaker_failures: int = 5,
+        breaker_cooldown_s: float = 15.0,
+        streaming: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._http, self.self_id, self._tools = http, self_id, tool_registry
+        self._static, self._registry = tuple(static_peers), registry
+        self.refresh_s = refresh_s or (registry.refresh_s if registry else 15.0)
+        self.max_hops, self.call_timeout_s, self.retries = max_hops, call_timeout_s, retries
+        self._breaker = partial(CircuitBreaker, breaker_failures, breaker_cooldown_s, clock)
+        self._streaming = streaming
+        self._fetcher = CardFetcher(http)
+        self._static_cards: dict[str, AgentCard] = {}  # last good card per static URL
+        self._registry_peers: dict[str, _Peer] = {}  # last good registry view
+        self._view: dict[str, _Peer] = {}
+        self._installed: dict[str, _Installed] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self.refreshes = 0  # completed refreshes
+
+    @classmethod
+    def from_settings(
+        cls,
+        http: httpx.AsyncClient,
+        settings: PeersSettings,
+        *,
+        self_id: str,
+        tool_registry: ToolRegistry,
+    ) -> PeerDirectory:
+        return cls(
+            http,
+            self_id=self_id,
+            tool_registry=tool_registry,
+            static_peers=settings.static,
+            registry=settings.registry,
+            max_hops=settings.max_hops,
+            call_timeout_s=settings.call_timeout_s,
+            retries=settings.retries,
+            breaker_failures=settings.breaker_failures,
+            breaker_cooldown_s=settings.breaker_cooldown_s,
+        )
+
+    def peers(self) -> list[PeerInfo]:
+        """The current view, sorted by peer id."""
+        out = []
+        for pid, peer in sorted(self._view.items()):
+            skills = tuple(s.id for s in peer.card.skills if _wanted(s, peer.static))
+            source: Literal["static", "registry"] = "static" if peer.static else "registry"
+            out.append(PeerInfo(pid, peer.card.name, peer.url, skills, peer.healthy, source))
+        return out
+
+    async def refresh(self) -> None:
+        """Fetch cards and the registry's list, then (un)register tools; never raises for peers."""
+        async with self._lock:
+            statics = await asyncio.gather(*(self._fetch_static(p) for p in self._static))
+            if self._registry is not None:
+                await self._fetch_registry(self._registry)
+            view = dict(self._registry_peers)
+            view.update((agent_id(p.card), p) for p in statics if p is not None)
+            view.pop(self.self_id, None)
+            self._sync(view)
+            self._view = view
+            self.refreshes += 1
+
+    def start(self) -> None:
+        """Refresh now (unless done already) and every ``refresh_s`` in a background task."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop(), name="peer-directory")
+
+    async def aclose(self) -> None:
+        """Stop refreshing and unregister every peer tool."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for pid in list(self._installed):
+            self._uninstall(pid)
+        self._view = {}
+
+    async def _loop(self) -> None:
+        if self.refreshes:
+            await asyncio.sleep(self.refresh_s)
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # a bug must not end discovery; it is logged with its traceback
+                log.exception("peer directory refresh failed")
+            await asyncio.sleep(self.refresh_s)
+
+    async def _fetch_static(self, peer: StaticPeer) -> _Peer | None:
+        try:
+            card = self._static_cards[peer.url] = await self._fetcher.fetch(peer.url)
+            healthy = True
+        except NodeError as exc:
+            if peer.url not in self._static_cards:
+                log.warning("peer %s is unreachable and was never seen: %s", peer.url, exc)
+                return None
+            log.warning("peer %s is unreachable; keeping its last card: %s", peer.url, exc)
+            card, healthy = self._static_cards[peer.url], False
+        return _Peer(card, card_url(peer.url), healthy, peer)
+
+    async def _fetch_registry(self, registry: RegistryConnection) -> None:
+        try:
+            entries = await search_agents(
+                self._http, registry.url, token=read_token(registry.token_env)
+            )
+        except NodeError as exc:
+            log.warning("registry %s unavailable; keeping the last view: %s", registry.url, exc)
+            for peer in self._registry_peers.values():
+                peer.healthy = False
+            return
+        peers: dict[str, _Peer] = {}
+        for entry in entries:
+            try:
+                card = card_from_json(entry.get("card"))
+            except NodeError as exc:
+                log.warning("registry entry %s has an unusable card: %s", entry.get("id"), exc)
+                continue
+            url = str(entry.get("card_url") or "")
+            peers[agent_id(card)] = _Peer(card, url, bool(entry.get("healthy", True)))
+        self._registry_peers = peers
+
+    def _sync(self, view: dict[str, _Peer]) -> None:
+        for pid in set(self._installed) - set(view):
+            self._uninstall(pid)
+        for pid, peer in view.items():
+            fingerprint = (peer.card.SerializeToString(deterministic=True), peer.static)
+            installed = self._installed.get(pid)
+            if installed is not None and installed.fingerprint == fingerprint:
+                continue
+            if installed is not None:
+                self._uninstall(pid)
+            self._installed[pid] = _Installed(fingerprint, self._install(pid, peer))
+
+    def _install(self, pid: str, peer: _Peer) -> list[str]:
+        static = peer.static
+        env = static.token_env if static else None
+        try:
+            client = PeerClient(
+                pid,
+                peer.card,
+                http=self._http,
+                token=partial(read_token, env),
+                breaker=self._breakers.setdefault(pid, self._breaker()),
+                retries=self.retries,
+                streaming=self._streaming,
+            )
+        except ConfigError as exc:
+            log.warning("peer %s cannot be called: %s", pid, exc)
+            return []
+        names = []
+        for skill in peer.card.skills:
+            if not _wanted(skill, static):
+                continue
+            tool = RemoteSkillTool(
+                client,
+                skill,
+                self_id=self.self_id,
+                max_hops=self.max_hops,
+                call_timeout_s=self.call_timeout_s,
+                scope="public" if static and static.expose else "internal",
+            )
+            try:
+                self._tools.register(tool)
+            except ConfigError as exc:
+                log.warning("peer %s skill %s not added: %s", pid, skill.id, exc)
+                continue
+            names.append(tool.name)
+        log.info("peer %s: %d tool(s) %s", pid, len(names), names)
+        return names
+
+    def _uninstall(self, pid: str) -> None:
+        for name in self._installed.pop(pid).tools:
+            with contextlib.suppress(KeyError):
+                self._tools.unregister(name)

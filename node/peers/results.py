@@ -1,0 +1,63 @@
+"""Turn a peer's answer (a finished Task or a direct Message) into a tool result.
+
+- one artifact holding one data part → that data;
+- only text parts → the texts joined by newlines;
+- anything else → ``[{"name": artifact name, "parts": [part as JSON]}, ...]``.
+
+``google.protobuf.Value`` stores every number as a double, so whole numbers come back as ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from a2a.types import Artifact, Message, Part
+from google.protobuf.json_format import MessageToDict
+
+__all__ = ["message_text", "narrow", "parts_result", "task_result"]
+
+
+def narrow(value: Any) -> Any:
+    """Whole floats back to ints, recursively (JSON through protobuf loses the distinction)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: narrow(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [narrow(v) for v in value]
+    return value
+
+
+def _part_json(part: Part) -> Any:
+    return narrow(MessageToDict(part))
+
+
+def message_text(message: Message) -> str:
+    """The text parts of a message, joined (empty for none)."""
+    return "\n".join(p.text for p in message.parts if p.HasField("text"))
+
+
+def parts_result(parts: Sequence[Part]) -> Any:
+    """A result from the parts of one message or artifact."""
+    if len(parts) == 1 and parts[0].HasField("data"):
+        return narrow(MessageToDict(parts[0].data))
+    if parts and all(p.HasField("text") for p in parts):
+        return "\n".join(p.text for p in parts)
+    return [_part_json(p) for p in parts]
+
+
+def task_result(artifacts: Sequence[Artifact], status_message: Message | None) -> Any:
+    """The result of a completed task: its artifacts, else its final status message's text."""
+    if not artifacts:
+        return message_text(status_message) if status_message is not None else ""
+    if (
+        len(artifacts) == 1
+        and len(artifacts[0].parts) == 1
+        and artifacts[0].parts[0].HasField("data")
+    ):
+        return narrow(MessageToDict(artifacts[0].parts[0].data))
+    parts = [p for a in artifacts for p in a.parts]
+    if parts and all(p.HasField("text") for p in parts):
+        return "\n".join(p.text for p in parts)
+    return [{"name": a.name, "parts": [_part_json(p) for p in a.parts]} for a in artifacts]
