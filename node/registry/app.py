@@ -1,0 +1,127 @@
+"""Build the registry's Starlette app and serve it with uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import httpx
+import uvicorn
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
+from a2a.server.tasks import InMemoryTaskStore
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount
+
+from node.errors import RegistryError
+from node.registry.agent import A2A_PATH, A2A_REST_PATH, FindAgentsExecutor, registry_card
+from node.registry.api import api_routes
+from node.registry.errors import BodyTooLarge, error_body, error_response
+from node.registry.gate import Gate
+from node.registry.service import Clock, Registry
+from node.registry.settings import RegistrySettings
+from node.registry.store import AgentStore
+
+log = logging.getLogger(__name__)
+
+
+def build_registry_app(
+    settings: RegistrySettings,
+    *,
+    clock: Clock = time.time,
+    http_client: httpx.AsyncClient | None = None,
+) -> Starlette:
+    """The registry service as an ASGI app; its lifespan opens the store and loads the index.
+
+    ``clock`` (seconds) drives heartbeats and TTLs; ``http_client`` (used to fetch cards) is
+    created by the lifespan when not given. ``app.state.registry`` is the :class:`Registry`.
+    """
+    store = AgentStore(settings.db_url)
+    clients: list[httpx.AsyncClient] = [http_client] if http_client is not None else []
+    registry = Registry(settings, store, lambda: clients[0], clock)
+    card = registry_card(settings)
+    handler = DefaultRequestHandler(
+        agent_executor=FindAgentsExecutor(registry), task_store=InMemoryTaskStore(), agent_card=card
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if not clients:
+                clients.append(await stack.enter_async_context(httpx.AsyncClient()))
+                stack.callback(clients.clear)
+            await store.open()
+            stack.push_async_callback(store.close)
+            stack.push_async_callback(handler.aclose)
+            await registry.load()
+            sweeper = asyncio.create_task(_sweep_forever(registry))
+            stack.push_async_callback(_cancel, sweeper)
+            yield
+
+    app = Starlette(
+        routes=[
+            *api_routes(registry),
+            *create_agent_card_routes(card),
+            *create_jsonrpc_routes(handler, rpc_url=A2A_PATH),
+            Mount(A2A_REST_PATH, routes=create_rest_routes(handler)),
+        ],
+        middleware=[
+            Middleware(Gate, settings=settings),
+            Middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes),
+        ],
+        exception_handlers={RegistryError: _registry_error, HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.registry = registry
+    return app
+
+
+async def serve_registry(
+    settings: RegistrySettings,
+    *,
+    sockets: Sequence[socket.socket] | None = None,
+    clock: Clock = time.time,
+) -> None:
+    """Run the registry with uvicorn until it is told to stop (Ctrl-C or SIGTERM)."""
+    app = build_registry_app(settings, clock=clock)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, lifespan="on", access_log=False
+    )
+    await uvicorn.Server(config).serve(sockets=list(sockets) if sockets else None)
+
+
+async def _sweep_forever(registry: Registry) -> None:
+    while True:
+        await asyncio.sleep(registry.settings.sweep_interval)
+        try:
+            await registry.sweep()
+        except RegistryError as exc:
+            log.warning("eviction sweep failed: %s", exc)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _registry_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RegistryError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 413:
+        return error_response(BodyTooLarge(f"request body is larger than the limit: {exc.detail}"))
+    body = error_body(f"http_{exc.status_code}", str(exc.detail))
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

@@ -1,0 +1,224 @@
+"""The OpenAPI 3.1 description of the registry's REST API, written as data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from node.registry.errors import ERROR_TABLE
+from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from node.registry.settings import RegistrySettings
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(s): {"$ref": f"#/components/responses/E{s}"} for s in statuses}
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_STRING = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time"}
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "enum": sorted({c for _, c in ERROR_TABLE.values()}),
+                    },
+                    "message": _STRING,
+                },
+            }
+        },
+    },
+    "Skill": {
+        "type": "object",
+        "required": ["id", "name", "description", "tags"],
+        "properties": {
+            "id": _STRING,
+            "name": _STRING,
+            "description": _STRING,
+            "tags": {"type": "array", "items": _STRING},
+        },
+    },
+    "Agent": {
+        "type": "object",
+        "required": [
+            "id",
+            "name",
+            "description",
+            "card_url",
+            "skills",
+            "healthy",
+            "registered_at",
+            "last_heartbeat",
+            "expires_at",
+        ],
+        "properties": {
+            "id": _STRING,
+            "name": _STRING,
+            "description": _STRING,
+            "card_url": {"type": "string", "format": "uri"},
+            "skills": {"type": "array", "items": _ref("Skill")},
+            "healthy": {"type": "boolean", "description": "a heartbeat arrived within the TTL"},
+            "registered_at": _TIME,
+            "last_heartbeat": _TIME,
+            "expires_at": {**_TIME, "description": "healthy until then without a new heartbeat"},
+            "card": {"type": "object", "description": "the A2A agent card as fetched"},
+        },
+    },
+    "AgentList": {
+        "type": "object",
+        "required": ["agents", "next_page_token"],
+        "properties": {
+            "agents": {"type": "array", "items": _ref("Agent")},
+            "next_page_token": {"type": ["string", "null"]},
+        },
+    },
+    "RegisterRequest": {
+        "type": "object",
+        "required": ["card_url"],
+        "properties": {"card_url": {"type": "string", "format": "uri"}},
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status", "agents"],
+        "properties": {"status": {"const": "ok"}, "agents": {"type": "integer"}},
+    },
+}
+
+_QUERY = [
+    {"name": "skill", "in": "query", "schema": _STRING, "description": "skill id (exact)"},
+    {"name": "tag", "in": "query", "schema": _STRING, "description": "skill tag (exact)"},
+    {
+        "name": "q",
+        "in": "query",
+        "schema": _STRING,
+        "description": "case-insensitive text in name, description, skill names/descriptions/tags",
+    },
+    {"name": "healthy", "in": "query", "schema": {"type": "boolean"}},
+    {
+        "name": "page_size",
+        "in": "query",
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PAGE_SIZE,
+            "default": DEFAULT_PAGE_SIZE,
+        },
+    },
+    {"name": "page_token", "in": "query", "schema": _STRING, "description": "opaque cursor"},
+    {"name": "include_card", "in": "query", "schema": {"type": "boolean", "default": False}},
+]
+
+
+def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
+    """The OpenAPI document served at ``GET /v1/openapi.json``."""
+    write_security: list[dict[str, list[str]]] = [{"bearer": []}] if settings.token else []
+    read_security: list[dict[str, list[str]]] = (
+        [{"bearer": []}] if settings.read_token_required else []
+    )
+    responses = {
+        f"E{status}": _json(_ref("Error"), description)
+        for status, description in (
+            (400, "bad request"),
+            (401, "missing bearer token"),
+            (403, "wrong bearer token"),
+            (404, "no such agent"),
+            (409, "agent id already registered from another card URL"),
+            (413, "request body too large"),
+            (422, "the card could not be fetched or is invalid"),
+        )
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "a2a-node registry", "version": "1"},
+        "servers": [{"url": settings.base_url}],
+        "paths": {
+            "/healthz": {
+                "get": {
+                    "operationId": "health",
+                    "responses": {"200": _json(_ref("Health"), "alive")},
+                }
+            },
+            "/v1/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "responses": {"200": _json({"type": "object"}, "this document")},
+                }
+            },
+            "/.well-known/agent-card.json": {
+                "get": {
+                    "operationId": "agentCard",
+                    "description": "the registry's own A2A agent card (skill find_agents)",
+                    "responses": {"200": _json({"type": "object"}, "A2A agent card")},
+                }
+            },
+            "/v1/agents": {
+                "post": {
+                    "operationId": "registerAgent",
+                    "description": "Fetch and check the card at card_url; register or update it.",
+                    "security": write_security,
+                    "requestBody": {"required": True, **_json(_ref("RegisterRequest"), "card URL")},
+                    "responses": {
+                        "201": _json(_ref("Agent"), "registered"),
+                        "200": _json(_ref("Agent"), "updated (same card_url)"),
+                        **_errors(400, 401, 403, 409, 413, 422),
+                    },
+                },
+                "get": {
+                    "operationId": "searchAgents",
+                    "security": read_security,
+                    "parameters": _QUERY,
+                    "responses": {
+                        "200": _json(_ref("AgentList"), "one page"),
+                        **_errors(400, 401, 403),
+                    },
+                },
+            },
+            "/v1/agents/{id}": {
+                "parameters": [_ID],
+                "get": {
+                    "operationId": "getAgent",
+                    "security": read_security,
+                    "responses": {
+                        "200": _json(_ref("Agent"), "the entry, card included"),
+                        **_errors(401, 403, 404),
+                    },
+                },
+                "delete": {
+                    "operationId": "deregisterAgent",
+                    "security": write_security,
+                    "responses": {"204": {"description": "deregistered"}, **_errors(401, 403, 404)},
+                },
+            },
+            "/v1/agents/{id}/heartbeat": {
+                "parameters": [_ID],
+                "put": {
+                    "operationId": "heartbeat",
+                    "security": write_security,
+                    "responses": {
+                        "200": _json(_ref("Agent"), "alive until expires_at"),
+                        **_errors(401, 403, 404),
+                    },
+                },
+            },
+        },
+        "components": {
+            "schemas": _SCHEMAS,
+            "responses": responses,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

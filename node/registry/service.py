@@ -1,0 +1,202 @@
+"""The registry's operations: register, heartbeat, deregister, get, search, sweep.
+
+The in-memory :class:`AgentIndex` answers reads; the :class:`AgentStore` is written first on every
+change, so a failed write leaves the index untouched. Health comes from an injectable clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import httpx
+
+from node.registry.cards import check_card_url, fetch_card
+from node.registry.errors import AgentNotFound, BadRequest, Conflict
+from node.registry.index import AgentIndex, Key
+from node.registry.records import AgentRecord
+from node.registry.settings import RegistrySettings
+from node.registry.store import AgentStore
+from node.tooling.guards.urls import UrlGuard
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+MAX_PAGE_SIZE = 200
+DEFAULT_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    skill: str | None = None
+    tag: str | None = None
+    q: str | None = None
+    healthy: bool | None = None
+    page_size: int = DEFAULT_PAGE_SIZE
+    page_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.page_size <= MAX_PAGE_SIZE:
+            raise BadRequest(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    agents: list[AgentRecord]
+    next_page_token: str | None
+
+
+class Registry:
+    """Agents by id, kept in memory and in the store, with TTL-based health and eviction."""
+
+    def __init__(
+        self,
+        settings: RegistrySettings,
+        store: AgentStore,
+        http: Callable[[], httpx.AsyncClient],
+        clock: Clock = time.time,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._store = store
+        self._http = http
+        self._guard = UrlGuard(allow_cidrs=list(settings.allow_cidrs))
+        self._index = AgentIndex()
+        self._write = asyncio.Lock()
+        self._last_sweep = float("-inf")
+
+    async def load(self) -> None:
+        """Fill the index from the store (at startup)."""
+        for record in await self._store.load_all():
+            self._index.put(record)
+        log.info("registry loaded %d agents", len(self._index))
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    # -- health -----------------------------------------------------------------------------
+
+    def expires_at(self, record: AgentRecord) -> float:
+        return record.last_seen + self.settings.ttl_s
+
+    def is_healthy(self, record: AgentRecord, now: float | None = None) -> bool:
+        return (self.clock() if now is None else now) - record.last_seen <= self.settings.ttl_s
+
+    def _is_evicted(self, record: AgentRecord, now: float) -> bool:
+        return now - record.last_seen > self.settings.evict_after
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def register(self, card_url: object) -> tuple[AgentRecord, bool]:
+        """Fetch and validate the card, then store it. Returns the record and whether it is new."""
+        url = check_card_url(card_url)
+        s = self.settings
+        info = await fetch_card(
+            self._http(), self._guard, url, timeout_s=s.fetch_timeout_s, max_bytes=s.max_card_bytes
+        )
+        async with self._write:
+            now = self.clock()
+            holder = self._index.get(info.agent_id)
+            if holder is not None and holder.card_url != url and not self._is_evicted(holder, now):
+                raise Conflict(
+                    f"agent id {info.agent_id!r} is already registered from {holder.card_url}; "
+                    "deregister it first or give this agent another id"
+                )
+            previous_id = self._index.id_for_url(url)
+            previous = self._index.get(previous_id) if previous_id else None
+            if previous is not None and self._is_evicted(previous, now):
+                previous = None
+            record = AgentRecord(
+                id=info.agent_id,
+                card_url=url,
+                name=info.name,
+                description=info.description,
+                skills=info.skills,
+                card=info.card,
+                registered_at=previous.registered_at if previous else now,
+                last_seen=now,
+            )
+            await self._store.save(record)
+            self._index.put(record)
+        log.info("registered agent %s from %s", record.id, url)
+        return record, previous is None
+
+    async def heartbeat(self, agent_id: str) -> AgentRecord:
+        async with self._write:
+            record = self.get(agent_id)
+            now = self.clock()
+            await self._store.touch(agent_id, now)
+            record = replace(record, last_seen=now)
+            self._index.put(record)
+        return record
+
+    async def deregister(self, agent_id: str) -> None:
+        async with self._write:
+            self.get(agent_id)
+            await self._store.delete([agent_id])
+            self._index.remove(agent_id)
+        log.info("deregistered agent %s", agent_id)
+
+    async def sweep(self) -> int:
+        """Delete every entry without a heartbeat for ``evict_after`` seconds; return how many."""
+        async with self._write:
+            now = self.clock()
+            self._last_sweep = now
+            stale = [r.id for r in self._index if self._is_evicted(r, now)]
+            await self._store.delete(stale)
+            for agent_id in stale:
+                self._index.remove(agent_id)
+        if stale:
+            log.info("evicted %d agents", len(stale))
+        return len(stale)
+
+    async def maybe_sweep(self) -> None:
+        """Sweep if the last sweep is older than the sweep interval (called on reads)."""
+        if self.clock() - self._last_sweep >= self.settings.sweep_interval:
+            await self.sweep()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, agent_id: str) -> AgentRecord:
+        record = self._index.get(agent_id)
+        if record is None or self._is_evicted(record, self.clock()):
+            raise AgentNotFound(f"no agent with id {agent_id!r}")
+        return record
+
+    def search(self, query: Query) -> Page:
+        now = self.clock()
+
+        def accept(record: AgentRecord) -> bool:
+            if self._is_evicted(record, now):
+                return False
+            return query.healthy is None or self.is_healthy(record, now) == query.healthy
+
+        records, next_key = self._index.search(
+            skill=query.skill,
+            tag=query.tag,
+            q=query.q,
+            accept=accept,
+            after=decode_token(query.page_token) if query.page_token else None,
+            limit=query.page_size,
+        )
+        return Page(records, encode_token(next_key) if next_key else None)
+
+
+def encode_token(key: Key) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
+
+
+def decode_token(token: str) -> Key:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError) as exc:
+        raise BadRequest("page_token is not a token this registry issued") from exc
+    if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(p, str) for p in raw)):
+        raise BadRequest("page_token is not a token this registry issued")
+    return (raw[0], raw[1])

@@ -1,0 +1,71 @@
+"""Typed settings of the registry service (the CLI builds them; tokens come from the env)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+MIB = 1024 * 1024
+
+
+class RegistrySettings(BaseModel):
+    """Everything the registry needs to run. Explicit arguments; no environment reads here."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    public_url: str | None = None
+    """Base URL published in the registry's own agent card (default ``http://host:port``)."""
+    db: str = "registry.db"
+    """A SQLite file path, or a SQLAlchemy async URL such as ``postgresql+asyncpg://...``."""
+    token: SecretStr | None = None
+    """Bearer token required for writes (POST, PUT, DELETE); ``None`` leaves writes open."""
+    read_token: SecretStr | None = None
+    """Extra token accepted for reads when ``read_token_required`` (so is the write token)."""
+    read_token_required: bool = False
+    ttl_s: float = Field(default=30.0, gt=0)
+    evict_after_s: float | None = None
+    """Seconds without a heartbeat before an entry is deleted (default ``3 * ttl_s``)."""
+    sweep_interval_s: float | None = None
+    """Seconds between eviction sweeps (default ``ttl_s / 2``)."""
+    allow_cidrs: tuple[str, ...] = ()
+    """Private networks the card fetcher may reach, e.g. ``("127.0.0.0/8", "::1/128")``."""
+    max_card_bytes: int = Field(default=256 * 1024, gt=0)
+    fetch_timeout_s: float = Field(default=5.0, gt=0)
+    max_body_bytes: int = Field(default=MIB, gt=0)
+
+    @field_validator("allow_cidrs")
+    @classmethod
+    def _cidrs_parse(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in value:
+            ipaddress.ip_network(cidr, strict=False)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.evict_after_s is not None and self.evict_after_s < self.ttl_s:
+            raise ValueError("evict_after_s must be >= ttl_s")
+        if self.read_token_required and self.token is None and self.read_token is None:
+            raise ValueError("read_token_required needs token or read_token")
+        return self
+
+    @property
+    def evict_after(self) -> float:
+        return self.evict_after_s if self.evict_after_s is not None else 3 * self.ttl_s
+
+    @property
+    def sweep_interval(self) -> float:
+        return self.sweep_interval_s if self.sweep_interval_s is not None else self.ttl_s / 2
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (self.public_url or f"http://{host}:{self.port}").rstrip("/")
+
+    @property
+    def db_url(self) -> str:
+        """The SQLAlchemy URL for ``db`` (a bare path means a SQLite file)."""
+        return self.db if "://" in self.db else f"sqlite+aiosqlite:///{self.db}"

@@ -1,0 +1,200 @@
+"""Fixtures for the registry tests.
+
+The helpers that run an ASGI app on a free loopback port (``free_socket``, ``running``) belong in a
+shared tests helper; they live here until one exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from node.registry import RegistrySettings, build_registry_app
+
+LOOPBACK = ("127.0.0.0/8",)
+
+
+def free_socket() -> socket.socket:
+    """A TCP socket bound to an ephemeral port on 127.0.0.1 (uvicorn listens on it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def running(app: ASGIApp, sock: socket.socket, *, lifespan: str = "on") -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on ``sock`` in a background task; yield its base URL."""
+    config = uvicorn.Config(
+        app, lifespan=lifespan, log_level="warning", access_log=False, ws="none"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if task.done() or time.monotonic() > deadline:
+            server.should_exit = True
+            await task
+            raise RuntimeError("server did not start")
+        await asyncio.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def in_process(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """Run ``app``'s lifespan and yield a client talking to it in-process."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://registry") as client:
+            yield client
+
+
+class FakeClock:
+    """A clock the tests move by hand (seconds)."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _agent_card(
+    name: str,
+    *,
+    skills: list[dict[str, Any]] | None = None,
+    agent_id: str | None = None,
+    description: str = "",
+    url: str = "http://127.0.0.1:1/",
+) -> dict[str, Any]:
+    """A valid A2A 1.0 agent card as JSON."""
+    card: dict[str, Any] = {
+        "name": name,
+        "description": description or f"{name} does things",
+        "version": "1.0.0",
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+        "capabilities": {},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills if skills is not None else [],
+    }
+    if agent_id is not None:
+        card["capabilities"]["extensions"] = [
+            {"uri": "urn:a2a-node:ext:skill-schemas:v1", "params": {"agent_id": agent_id}}
+        ]
+    return card
+
+
+def _skill(skill_id: str, *tags: str, name: str = "", description: str = "") -> dict[str, Any]:
+    return {
+        "id": skill_id,
+        "name": name or skill_id.title(),
+        "description": description,
+        "tags": list(tags),
+    }
+
+
+@dataclass
+class CardServer:
+    """Serves whatever documents the test puts at a path (JSON, raw bytes, any status)."""
+
+    base_url: str = ""
+    documents: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+
+    card = staticmethod(_agent_card)
+    skill = staticmethod(_skill)
+
+    def put_card(self, path: str, name: str, **card: Any) -> str:
+        """Serve a valid card (see :func:`_agent_card`) at ``path``; return its URL."""
+        return self.put(path, _agent_card(name, **card))
+
+    def put(self, path: str, document: Any, *, status: int = 200) -> str:
+        body = document if isinstance(document, bytes) else json.dumps(document).encode()
+        self.documents[path] = (status, body)
+        return self.base_url + path
+
+    def app(self) -> Starlette:
+        async def serve(request: Request) -> Response:
+            status, body = self.documents.get(request.url.path, (404, b"{}"))
+            return Response(body, status_code=status, media_type="application/json")
+
+        return Starlette(routes=[Route("/{path:path}", serve)])
+
+
+@pytest.fixture
+async def card_server() -> AsyncIterator[CardServer]:
+    server = CardServer()
+    sock = free_socket()
+    async with running(server.app(), sock, lifespan="off") as url:
+        server.base_url = url
+        yield server
+
+
+Serve = Callable[..., Awaitable[str]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """``url = await serve(app, sock)``: run ``app`` with uvicorn until the test ends."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(app: ASGIApp, sock: socket.socket | None = None, **kw: Any) -> str:
+            return await stack.enter_async_context(running(app, sock or free_socket(), **kw))
+
+        yield start
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> RegistrySettings:
+    return RegistrySettings(db=str(tmp_path / "registry.db"), allow_cidrs=LOOPBACK, ttl_s=30)
+
+
+MakeClient = Callable[..., contextlib.AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def make_client(settings: RegistrySettings, clock: FakeClock) -> MakeClient:
+    """``async with make_client(**overrides) as client``: a registry app in-process."""
+
+    def make(**overrides: Any) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
+        merged = RegistrySettings(**{**settings.model_dump(), **overrides})
+        return in_process(build_registry_app(merged, clock=clock))
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: MakeClient) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client() as c:
+        yield c
