@@ -2,8 +2,39 @@
 
 from __future__ import annotations
 
+from node.tooling.budget import CostBudget
 from node.tooling.context import ToolContext
 from node.tooling.function_tool import FunctionTool, tool
+from node.tooling.registry import (
+    FilteredRegistry,
+    PreparedCall,
+    ToolCatalog,
+    ToolDefinition,
+    ToolPolicy,
+    ToolRegistry,
+)
+from node.tooling.results import ToolCall, ToolEvent, ToolResult
+from node.tooling.runner import OutputSink, ToolRunner
+from node.tooling.schema import ArgumentSchema, compile_schema
 from node.tooling.tool import Tool
 
-__all__ = ["FunctionTool", "Tool", "ToolContext", "tool"]
+__all__ = [
+    "ArgumentSchema",
+    "CostBudget",
+    "FilteredRegistry",
+    "FunctionTool",
+    "OutputSink",
+    "PreparedCall",
+    "Tool",
+    "ToolCall",
+    "ToolCatalog",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolEvent",
+    "ToolPolicy",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRunner",
+    "compile_schema",
+    "tool",
+]

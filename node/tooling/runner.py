@@ -1,0 +1,175 @@
+"""The runner: prepared calls in, results out, in call order; every failure is a result.
+
+Consecutive concurrency-safe calls run together, anything else runs alone, in order. Before a call
+runs, the caller's capabilities are checked and its cost is charged; while it runs, a timeout
+applies (the tool's, never beyond the task's deadline in ``ctx.metadata["deadline"]``, epoch
+seconds). Cancelling :meth:`ToolRunner.run` cancels the running calls and waits for them to finish.
+Output longer than the tool's ``max_output`` is cut, and the full text is handed to the optional
+:class:`OutputSink`. Sync tools run in threads: a timeout or cancellation stops waiting for them,
+but cannot stop the thread itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from time import perf_counter
+from typing import Any, Protocol, cast
+
+from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolTimeout
+from node.tooling.context import ToolContext
+from node.tooling.registry import PreparedCall, ToolCatalog
+from node.tooling.results import EventCallback, ToolCall, ToolEvent, ToolResult, to_text
+from node.tooling.tool import Tool
+
+__all__ = ["OutputSink", "ToolRunner"]
+
+logger = logging.getLogger("node.tooling.runner")
+_MAX_ERROR = 500  # characters of an unexpected exception's message in a result
+
+
+class OutputSink(Protocol):
+    """Keeps the full text of an output that was too long to return inline."""
+
+    async def store(self, call: ToolCall, text: str) -> str:
+        """Store ``text``; return a reference a caller can use to find it again."""
+        ...
+
+
+class ToolRunner:
+    """Runs tool calls against a registry (or a filtered view of one)."""
+
+    def __init__(
+        self,
+        registry: ToolCatalog,
+        *,
+        on_event: EventCallback | None = None,
+        output_sink: OutputSink | None = None,
+    ) -> None:
+        self.registry = registry
+        self._on_event = on_event
+        self._sink = output_sink
+
+    async def run_one(
+        self, name: str, arguments: Any = None, ctx: ToolContext | None = None
+    ) -> ToolResult:
+        """Run a single call (``ctx`` defaults to an anonymous context)."""
+        return (await self.run([ToolCall(name, arguments)], ctx or ToolContext()))[0]
+
+    async def run(self, calls: Sequence[ToolCall], ctx: ToolContext) -> list[ToolResult]:
+        """Run ``calls``; return one result per call, in call order."""
+        results: list[ToolResult | None] = [None] * len(calls)
+        batch: list[tuple[int, ToolCall, PreparedCall]] = []
+        for index, call in enumerate(calls):
+            prepared = self._prepare(call, ctx)
+            if isinstance(prepared, ToolResult):
+                results[index] = prepared
+                if self._on_event is not None:
+                    await self._emit(ToolEvent("finished", call, prepared))
+            elif prepared.tool.concurrency_safe:
+                batch.append((index, call, prepared))
+            else:
+                await self._run_batch(batch, results, ctx)
+                batch = []
+                results[index] = await self._call(call, prepared, ctx)
+        await self._run_batch(batch, results, ctx)
+        return cast(list[ToolResult], results)
+
+    def _prepare(self, call: ToolCall, ctx: ToolContext) -> PreparedCall | ToolResult:
+        try:
+            prepared = self.registry.prepare_call(call.name, call.arguments)
+            requires = prepared.tool.requires
+            if requires and not requires <= ctx.capabilities:
+                missing = ", ".join(sorted(requires - ctx.capabilities))
+                raise CapabilityMissing(f"{call.name} requires the capability {missing}")
+        except ToolError as exc:
+            return ToolResult.failure(call, exc.kind, str(exc))
+        return prepared
+
+    async def _run_batch(
+        self,
+        batch: list[tuple[int, ToolCall, PreparedCall]],
+        results: list[ToolResult | None],
+        ctx: ToolContext,
+    ) -> None:
+        if len(batch) == 1:
+            index, call, prepared = batch[0]
+            results[index] = await self._call(call, prepared, ctx)
+        elif batch:
+            async with asyncio.TaskGroup() as group:  # cancelled → cancels and drains its tasks
+                tasks = [(i, group.create_task(self._call(c, p, ctx))) for i, c, p in batch]
+            for index, task in tasks:
+                results[index] = task.result()
+
+    async def _call(self, call: ToolCall, prepared: PreparedCall, ctx: ToolContext) -> ToolResult:
+        tool = prepared.tool
+        start = perf_counter()
+        try:
+            if tool.cost and ctx.budget is not None:
+                ctx.budget.charge(tool.cost, call.name)
+            if self._on_event is not None:
+                await self._emit(ToolEvent("started", call))
+            output = await self._execute(tool, prepared.arguments, ctx)
+            result = await self._success(call, tool, output, start)
+        except ToolError as exc:
+            result = ToolResult.failure(call, exc.kind, str(exc), perf_counter() - start)
+        except Exception as exc:
+            logger.exception("tool %s raised", call.name)
+            message = f"{type(exc).__name__}: {exc}"
+            if len(message) > _MAX_ERROR:
+                message = message[:_MAX_ERROR] + "…"
+            result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
+        if self._on_event is not None:
+            await self._emit(ToolEvent("finished", call, result))
+        return result
+
+    @staticmethod
+    async def _execute(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        timeout = tool.timeout
+        deadline = ctx.metadata.get("deadline") if ctx.metadata else None
+        if deadline is not None:
+            left = float(deadline) - time.time()
+            if left <= 0:
+                raise ToolTimeout(f"the task's deadline passed before {tool.name} could run")
+            timeout = min(timeout, left)
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                return await tool.execute(arguments, ctx)
+        except TimeoutError:
+            if scope.expired():
+                raise ToolTimeout(f"{tool.name} timed out after {timeout:g} s") from None
+            raise
+
+    async def _success(self, call: ToolCall, tool: Tool, output: Any, start: float) -> ToolResult:
+        if isinstance(output, str):
+            text = output
+        else:
+            try:
+                text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+            except (TypeError, ValueError):
+                output = text = to_text(output)  # not JSON data: return its text form
+        limit = tool.max_output
+        if len(text) <= limit:
+            return ToolResult(call.id, call.name, True, output, None, None, perf_counter() - start,
+                              _text=text)  # fmt: skip
+        ref = None
+        if self._sink is not None:
+            try:
+                ref = await self._sink.store(call, text)
+            except Exception:
+                logger.exception("output sink failed to store the output of %s", call.name)
+        where = f"stored as {ref}" if ref else "dropped"
+        note = f"[output truncated: {limit} of {len(text)} characters; full output {where}]"
+        return ToolResult(call.id, call.name, True, f"{text[:limit]}\n{note}", None, None,
+                          perf_counter() - start, truncated=True, full_output_ref=ref)  # fmt: skip
+
+    async def _emit(self, event: ToolEvent) -> None:
+        assert self._on_event is not None
+        try:
+            await self._on_event(event)
+        except Exception:
+            logger.exception("tool event callback failed on %s %s", event.kind, event.tool)
