@@ -20,7 +20,7 @@ def test_charges_accumulate_until_the_limit() -> None:
 def test_an_overrun_is_refused_and_not_charged() -> None:
     budget = CostBudget(1.0)
     budget.charge(0.5)
-    with pytest.raises(BudgetExceeded, match="search costs 0.6 but only 0.5 of 1 remains"):
+    with pytest.raises(BudgetExceeded, match=r"search costs 0\.6 but only 0\.5 of 1 remains"):
         budget.charge(0.6, "search")
     assert budget.spent == 0.5
     assert not budget.exhausted

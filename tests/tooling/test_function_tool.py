@@ -33,7 +33,8 @@ def test_decorator_makes_a_tool_with_policy() -> None:
     assert isinstance(add, FunctionTool)
     assert isinstance(add, Tool)
     assert add.name == "add"
-    assert add.read_only and add.concurrency_safe
+    assert add.read_only
+    assert add.concurrency_safe
     assert add.tags == ("math",)
     assert add.examples == ("add 2 and 3",)
     assert add.requires == frozenset({"calc"})
@@ -194,7 +195,8 @@ def test_from_function_and_direct_call() -> None:
 
     made = FunctionTool.from_function(double, name="twice", exclusive=True, timeout=3)
     assert made.name == "twice"
-    assert made.exclusive and not made.concurrency_safe
+    assert made.exclusive
+    assert not made.concurrency_safe
     assert made.timeout == 3
     assert made(4) == 8
 

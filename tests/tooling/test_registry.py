@@ -170,16 +170,17 @@ def test_wrapper_is_kept_for_a_tool_with_an_arguments_parameter(registry: ToolRe
 
 
 def test_invalid_arguments_name_the_path(registry: ToolRegistry) -> None:
-    with pytest.raises(InvalidArguments, match="^times must be >= 1$"):
+    with pytest.raises(InvalidArguments, match=r"^times must be >= 1$"):
         registry.prepare_call("echo", {"text": "a", "times": 0})
-    with pytest.raises(InvalidArguments, match="^text is required$"):
+    with pytest.raises(InvalidArguments, match=r"^text is required$"):
         registry.prepare_call("echo", {})
 
 
 def test_filtered_view_hides_tools_as_not_found() -> None:
     registry = ToolRegistry([Echo("open"), Echo("secret", scope="internal")])
     public = registry.public()
-    assert "open" in public and "secret" not in public
+    assert "open" in public
+    assert "secret" not in public
     assert len(public) == 1
     assert [d.name for d in public.definitions()] == ["open"]
     assert public.get("secret") is None

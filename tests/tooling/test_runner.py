@@ -282,7 +282,8 @@ async def test_long_output_is_truncated_and_stored_in_the_sink() -> None:
 
     sink = Sink()
     result = await make_runner(chatty, output_sink=sink).run_one("chatty")
-    assert result.ok and result.truncated
+    assert result.ok
+    assert result.truncated
     assert result.full_output_ref == "artifact-1"
     assert result.output == (
         "x" * 10 + "\n[output truncated: 10 of 25 characters; full output stored as artifact-1]"
@@ -296,7 +297,8 @@ async def test_long_data_output_is_bounded_on_its_json_text_without_a_sink() -> 
         return {"key": "value" * 3}
 
     result = await make_runner(data).run_one("data")
-    assert result.truncated and result.full_output_ref is None
+    assert result.truncated
+    assert result.full_output_ref is None
     assert result.output.startswith('{"key":"')
     assert result.output.endswith("full output dropped]")
 
@@ -314,7 +316,8 @@ async def test_results_text_and_dict() -> None:
     result = await runner.run_one("data")
     assert result.text == '{"a":[1,2],"é":null}'
     as_dict = result.to_dict()
-    assert as_dict["ok"] is True and as_dict["output"] == {"a": [1, 2], "é": None}
+    assert as_dict["ok"] is True
+    assert as_dict["output"] == {"a": [1, 2], "é": None}
     assert set(as_dict) == {
         "call_id",
         "tool",
@@ -353,7 +356,8 @@ async def test_events_report_start_and_finish_and_callback_errors_are_contained(
     ]
     finished = events[-1]
     assert isinstance(finished.result, ToolResult)
-    assert finished.duration_s >= 0 and finished.error_kind is None
+    assert finished.duration_s >= 0
+    assert finished.error_kind is None
 
 
 async def test_empty_batch() -> None:
