@@ -47,7 +47,7 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_before_delay,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from node.errors import ConfigError, PeerError
@@ -197,7 +197,7 @@ class PeerClient:
     async def _retrying(self, op: Callable[[], Awaitable[T]], deadline: float) -> T:
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.retries) | stop_before_delay(deadline - time.time()),
-            wait=wait_exponential_jitter(initial=self._backoff[0], max=self._backoff[1]),
+            wait=wait_random_exponential(multiplier=self._backoff[0], max=self._backoff[1]),
             retry=retry_if_exception(is_transient),
             reraise=True,
         )

@@ -1,0 +1,44 @@
+"""Fixtures for the peer-layer tests (helpers live in ``peers_support``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from peers_support import (
+    Peer,
+    PeerFactory,
+    Recorder,
+    free_socket,
+    peer_app,
+    peer_card,
+    running,
+    url_of,
+)
+from starlette.types import ASGIApp
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        yield client
+
+
+@pytest.fixture
+async def start_peer() -> AsyncIterator[PeerFactory]:
+    """``peer = await start_peer(agent_id="b", wrap=lambda app: Flaky(app, 2), ...)``."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(
+            *, wrap: Callable[[ASGIApp], ASGIApp] | None = None, **card_kw: Any
+        ) -> Peer:
+            sock = free_socket()
+            card, recorder = peer_card(url_of(sock), **card_kw), Recorder()
+            app: ASGIApp = peer_app(card, recorder)
+            url = await stack.enter_async_context(running(wrap(app) if wrap else app, sock))
+            return Peer(url, card, recorder)
+
+        yield start
