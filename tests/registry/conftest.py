@@ -156,16 +156,21 @@ async def card_server() -> AsyncIterator[CardServer]:
         yield server
 
 
-Serve = Callable[..., Awaitable[str]]
+ServeApp = Callable[..., Awaitable[str]]
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """``url = await serve(app, sock)``: run ``app`` with uvicorn until the test ends."""
+async def serve_app() -> AsyncIterator[ServeApp]:
+    """``url = await serve_app(lambda url: app)``: run the app with uvicorn until the test ends.
+
+    The factory gets the base URL before the app is built (so a card can name its own URL).
+    """
     async with contextlib.AsyncExitStack() as stack:
 
-        async def start(app: ASGIApp, sock: socket.socket | None = None, **kw: Any) -> str:
-            return await stack.enter_async_context(running(app, sock or free_socket(), **kw))
+        async def start(factory: Callable[[str], ASGIApp], **kw: Any) -> str:
+            sock = free_socket()
+            app = factory(f"http://127.0.0.1:{sock.getsockname()[1]}")
+            return await stack.enter_async_context(running(app, sock, **kw))
 
         yield start
 
