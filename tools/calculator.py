@@ -1,0 +1,160 @@
+"""Arithmetic without ``eval``: a small evaluator over Python's ``ast``, and number statistics."""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import statistics
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from node.errors import InvalidArguments, ToolError
+from node.tooling import tool
+
+__all__ = ["calculate", "evaluate", "number_stats"]
+
+Number = int | float
+MAX_INT_BITS = 4096  # about 1,233 decimal digits
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//"}
+_SYMBOLS |= {ast.Mod: "%", ast.Pow: "**"}
+
+
+def _check(value: Number) -> Number:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ToolError(f"the result is too large (more than {MAX_INT_BITS} bits)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolError("the result is too large or undefined (overflow or not a number)")
+    return value
+
+
+def _power(base: Number, exponent: Number) -> Number:
+    exact = isinstance(base, int) and isinstance(exponent, int)
+    bits = exponent * (abs(int(base)).bit_length() - 1) if exact else 0
+    if bits > MAX_INT_BITS:
+        raise ToolError(f"the result is too large (more than {MAX_INT_BITS} bits)")
+    result = base**exponent
+    if isinstance(result, complex):
+        raise ToolError("a negative number raised to a fractional power has no real result")
+    return result
+
+
+def _eval(node: ast.AST) -> Number:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        if isinstance(node.value, bool):
+            raise InvalidArguments("booleans are not numbers here; use 1 or 0")
+        return _check(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow):
+            return _check(_power(left, right))
+        return _check(_BINARY[type(node.op)](left, right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _check(_UNARY[type(node.op)](_eval(node.operand)))
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        function = _FUNCTIONS.get(node.func.id)
+        if function is None:
+            known = ", ".join(sorted(_FUNCTIONS))
+            raise InvalidArguments(f"unknown function {node.func.id!r}; known: {known}")
+        args = [_eval(arg) for arg in node.args]
+        try:
+            return _check(function(*args))
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"{node.func.id}(): {exc}") from exc
+    if isinstance(node, ast.Name):
+        raise InvalidArguments(f"unknown name {node.id!r}; constants are {', '.join(_CONSTANTS)}")
+    operators = " ".join(_SYMBOLS.values())
+    raise InvalidArguments(
+        f"unsupported syntax {type(node).__name__}: use numbers, {operators}, parentheses "
+        "and the known functions"
+    )
+
+
+def evaluate(expression: str) -> Number:
+    """Evaluate an arithmetic expression safely (see :func:`calculate`)."""
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise InvalidArguments(f"invalid expression {expression!r}: {exc.msg}") from exc
+    try:
+        return _eval(tree.body)
+    except ZeroDivisionError as exc:
+        raise ToolError(f"division by zero in {expression!r}") from exc
+    except OverflowError as exc:
+        raise ToolError(f"the result of {expression!r} is too large") from exc
+    except RecursionError as exc:
+        raise InvalidArguments(f"expression {expression!r} is nested too deeply") from exc
+
+
+@tool(read_only=True, tags=("math",), examples=("2 * (3 + 4) ** 2", "sqrt(2) * pi"))
+def calculate(expression: Annotated[str, Field(min_length=1, max_length=1000)]) -> Number:
+    """Evaluate an arithmetic expression and return the number.
+
+    Supports numbers, + - * / // % ** and parentheses, the constants pi, e and tau, and the
+    functions sqrt, abs, round, min, max, log (log(x) or log(x, base)), log10, log2, exp,
+    sin, cos, tan (radians), floor and ceil.
+
+    Args:
+        expression: The expression, such as "2 * (3 + 4) ** 2" or "round(sqrt(2), 3)".
+    """
+    return evaluate(expression)
+
+
+@tool(read_only=True, tags=("math", "statistics"), examples=("Statistics of 3, 1, 4, 1, 5",))
+def number_stats(
+    numbers: Annotated[list[float], Field(min_length=1, max_length=1_000_000)],
+) -> dict[str, Number | None]:
+    """Summary statistics of a list of numbers.
+
+    Returns count, sum, mean, median, min, max and the sample standard deviation
+    (null for a single number).
+
+    Args:
+        numbers: The numbers, such as [3, 1, 4, 1, 5].
+    """
+    try:
+        return {
+            "count": len(numbers),
+            "sum": math.fsum(numbers),
+            "mean": statistics.fmean(numbers),
+            "median": statistics.median(numbers),
+            "min": min(numbers),
+            "max": max(numbers),
+            "stdev": statistics.stdev(numbers) if len(numbers) > 1 else None,
+        }
+    except (OverflowError, ValueError) as exc:
+        raise ToolError(f"cannot summarise these numbers: {exc}") from exc

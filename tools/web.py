@@ -1,0 +1,166 @@
+"""Web tools: fetch a page as readable text, and list the links of a page or of HTML.
+
+Every request goes through the context's SSRF guard (:class:`node.tooling.guards.UrlGuard`) and
+shared HTTP client; a context without them refuses to fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Any
+from urllib.parse import urldefrag, urljoin
+
+from bs4 import BeautifulSoup
+from pydantic import Field
+
+from node.errors import ToolError
+from node.tooling import ToolContext, tool
+from node.tooling.guards import FetchResponse
+
+__all__ = ["extract_links", "html_links", "html_to_text", "http_fetch"]
+
+FETCH_TIMEOUT_S = 20.0
+_NOISE = ["script", "style", "noscript", "template", "svg", "nav", "footer", "aside", "form"]
+_NOISE += ["iframe", "button", "select", "head"]
+_BLOCKS = ["p", "div", "section", "article", "main", "header", "blockquote", "pre", "table", "tr"]
+_BLOCKS += ["ul", "ol", "li", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure"]
+_XML_PROLOG = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
+_TEXT_TYPES = ("application/json", "application/xml", "application/javascript")
+
+MaxBytes = Annotated[int, Field(ge=1, le=10_000_000)]
+MaxChars = Annotated[int, Field(ge=100, le=200_000)]
+MaxLinks = Annotated[int, Field(ge=1, le=1000)]
+
+
+def _soup(html: str) -> BeautifulSoup:
+    return BeautifulSoup(_XML_PROLOG.sub("", html, count=1), "html.parser")
+
+
+def html_to_text(html: str) -> str:
+    """Readable text of an HTML document: title first, one block per line, no scripts or menus."""
+    if "<" not in html:
+        return html.strip()
+    soup = _soup(html)
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup.find_all(_NOISE):
+        tag.decompose()
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for item in soup.find_all("li"):
+        item.insert(0, "- ")
+    for block in soup.find_all(_BLOCKS):
+        block.insert_before("\n")
+        block.insert_after("\n")
+    lines = (" ".join(line.split()) for line in soup.get_text().splitlines())
+    body = "\n".join(line for line in lines if line)
+    return f"{title}\n\n{body}".strip() if title and not body.startswith(title) else body
+
+
+def _links(html: str, base_url: str, limit: int) -> list[dict[str, str]]:
+    if "<" not in html:
+        return []
+    soup = _soup(html)
+    base_tag = soup.find("base", href=True)
+    base = urljoin(base_url, str(base_tag["href"])) if base_tag else base_url
+    seen: set[str] = set()
+    links: list[dict[str, str]] = []
+    for anchor in soup.find_all("a", href=True):
+        url = urldefrag(urljoin(base, str(anchor["href"]).strip())).url
+        if not url.startswith(("http://", "https://")) or url in seen:
+            continue
+        seen.add(url)
+        links.append({"url": url, "text": anchor.get_text(" ", strip=True)[:200]})
+        if len(links) >= limit:
+            break
+    return links
+
+
+async def _get(ctx: ToolContext, url: str, max_bytes: int) -> FetchResponse:
+    if ctx.url_guard is None or ctx.http is None:
+        raise ToolError("fetching URLs is disabled on this node (no HTTP client or URL guard)")
+    return await ctx.url_guard.fetch(
+        ctx.http, "GET", url, timeout=FETCH_TIMEOUT_S, max_bytes=max_bytes
+    )
+
+
+def _is_html(response: FetchResponse) -> bool:
+    return response.content_type in ("text/html", "application/xhtml+xml") or (
+        not response.content_type and response.content.lstrip()[:15].lower().startswith(b"<")
+    )
+
+
+def _is_text(response: FetchResponse) -> bool:
+    ctype = response.content_type
+    if not ctype:
+        return b"\x00" not in response.content[:8192]
+    return ctype.startswith("text/") or ctype in _TEXT_TYPES or ctype.endswith(("+json", "+xml"))
+
+
+@tool(
+    read_only=True,
+    tags=("web", "http"),
+    examples=("Fetch https://example.org/ and give me its text",),
+)
+async def http_fetch(
+    url: str, ctx: ToolContext, max_bytes: MaxBytes = 2_000_000, max_chars: MaxChars = 20_000
+) -> dict[str, Any]:
+    """Fetch a public http(s) URL with GET and return its status, content type and text.
+
+    HTML pages are turned into readable text (title first, scripts and menus dropped);
+    JSON, XML and other text is returned as is; binary content is not returned. Private,
+    loopback and link-local addresses are refused unless the node allows them.
+
+    Args:
+        url: The absolute http or https URL to fetch.
+        max_bytes: Refuse responses whose body is larger than this many bytes.
+        max_chars: Cut the returned text after this many characters.
+    """
+    response = await _get(ctx, url, max_bytes)
+    if _is_html(response):
+        text = await asyncio.to_thread(html_to_text, response.text)
+    elif _is_text(response):
+        text = response.text
+    else:
+        text = f"(binary content, {len(response.content)} bytes, not shown)"
+    return {
+        "status": response.status_code,
+        "content_type": response.content_type,
+        "url": response.url,
+        "text": text[:max_chars],
+        "truncated": len(text) > max_chars,
+    }
+
+
+@tool(read_only=True, tags=("web", "html"), examples=("List the links on https://example.org/",))
+async def extract_links(
+    url: str, ctx: ToolContext, max_links: MaxLinks = 200, max_bytes: MaxBytes = 2_000_000
+) -> list[dict[str, str]]:
+    """Fetch an HTML page and list its links as absolute http(s) URLs with their text.
+
+    Args:
+        url: The absolute http or https URL of the page.
+        max_links: Return at most this many links (first ones in the page, no duplicates).
+        max_bytes: Refuse pages larger than this many bytes.
+    """
+    response = await _get(ctx, url, max_bytes)
+    if not _is_html(response):
+        raise ToolError(f"{url} is not an HTML page (content type {response.content_type!r})")
+    return await asyncio.to_thread(_links, response.text, response.url, max_links)
+
+
+@tool(read_only=True, tags=("html",))
+def html_links(
+    html: Annotated[str, Field(max_length=10_000_000)],
+    base_url: str = "",
+    max_links: MaxLinks = 200,
+) -> list[dict[str, str]]:
+    """List the links of an HTML document as absolute http(s) URLs with their text.
+
+    Args:
+        html: The HTML source.
+        base_url: The page's URL, used to make relative links absolute (a <base> tag wins);
+            without it, relative links are left out.
+        max_links: Return at most this many links (first ones in the page, no duplicates).
+    """
+    return _links(html, base_url, max_links)
