@@ -1,0 +1,9 @@
+"""Durable A2A task stores: a SQLite file (default) or PostgreSQL, and restart recovery."""
+
+from __future__ import annotations
+
+from node.store.factory import close_task_store, open_task_store
+from node.store.recovery import fail_interrupted
+from node.store.sqlite import SqliteTaskStore
+
+__all__ = ["SqliteTaskStore", "close_task_store", "fail_interrupted", "open_task_store"]

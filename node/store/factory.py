@@ -1,0 +1,60 @@
+"""Open the task store a card or the command line names.
+
+Accepted forms:
+
+- ``memory``: the SDK's InMemoryTaskStore (lost on restart);
+- ``sqlite``: ``<data_dir>/tasks.db``;
+- ``sqlite:///relative/x.db`` (under ``data_dir``) or ``sqlite:////absolute/x.db``, optionally
+  with ``?synchronous=FULL`` (see :mod:`node.store.sqlite` for what each level can lose);
+- ``postgresql://…`` or ``postgres://…``: PostgreSQL through asyncpg (the ``postgres`` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+from urllib.parse import parse_qs
+
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+
+from node.errors import ConfigError
+from node.store.sqlite import SqliteTaskStore, Synchronous
+
+ACCEPTED = (
+    "'memory', 'sqlite', 'sqlite:///relative/path.db', 'sqlite:////absolute/path.db' "
+    "(optionally '?synchronous=FULL'), 'postgresql://user:password@host:port/db' or 'postgres://…'"
+)
+
+
+def open_task_store(url_or_kind: str, data_dir: Path) -> TaskStore:
+    """The store ``url_or_kind`` names; it connects on ``await store.initialize()`` or first use."""
+    spec = url_or_kind.strip()
+    scheme, _, rest = spec.partition("://")
+    if spec == "memory":
+        return InMemoryTaskStore()
+    if spec == "sqlite":
+        return SqliteTaskStore(data_dir / "tasks.db")
+    if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
+        path, _, query = rest[1:].partition("?")
+        options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        synchronous = options.pop("synchronous", "NORMAL").upper()
+        if options or synchronous not in ("NORMAL", "FULL"):
+            raise ConfigError(f"task store {spec!r}: the only option is synchronous=NORMAL|FULL")
+        return SqliteTaskStore(data_dir / path, synchronous=cast(Synchronous, synchronous))
+    if scheme in ("postgresql", "postgres", "postgresql+asyncpg") and rest:
+        try:
+            from node.store.postgres import PostgresTaskStore
+        except ImportError as exc:
+            raise ConfigError(
+                "a PostgreSQL task store needs asyncpg: pip install 'a2a-node[postgres]'"
+            ) from exc
+        return PostgresTaskStore(f"postgresql://{rest}")
+    shown = f"{scheme}://…" if "@" in spec else spec  # never echo a password
+    raise ConfigError(f"unknown task store {shown!r}; expected one of {ACCEPTED}")
+
+
+async def close_task_store(store: TaskStore) -> None:
+    """Close ``store`` if it holds a connection (the in-memory store does not)."""
+    close = getattr(store, "close", None)
+    if close is not None:
+        await close()

@@ -1,0 +1,148 @@
+"""SQL shared by the SQLite and PostgreSQL stores: table names, live states, ``ListTasks``.
+
+``ListTasks`` has the same semantics as the SDK's stores: filters ``context_id``, ``status`` and
+``status_timestamp_after``; order ``(has timestamp, timestamp, id)`` descending; page tokens are the
+SDK's cursors (``encode_list_tasks_cursor``), legacy task-id tokens are still accepted. Timestamps
+are kept as nanoseconds clamped to the signed 64-bit range both databases can index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import InvalidParamsError
+from a2a.utils.task import (
+    ListTasksCursor,
+    decode_list_tasks_cursor,
+    decode_page_token,
+    encode_list_tasks_cursor,
+    validate_page_size,
+)
+
+from node.errors import ConfigError
+from node.store.recovery import INTERRUPTED_STATES
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+LIVE_STATES = ", ".join(str(int(s)) for s in INTERRUPTED_STATES)
+"""The interrupted states as an SQL list, e.g. ``state IN (1, 2)``."""
+
+
+def check_table_name(table: str) -> str:
+    """``table`` if it is a plain SQL identifier, else ``ConfigError``."""
+    if not _TABLE_NAME.match(table):
+        raise ConfigError(f"invalid table name {table!r}: letters, digits, _ (max 63)")
+    return table
+
+
+def clamp_ns(ns: int) -> int:
+    """``ns`` clamped to what an SQL BIGINT holds (years before 1678 or after 2262 collapse)."""
+    return min(max(ns, _I64_MIN), _I64_MAX)
+
+
+def task_ts_ns(task: Task) -> int | None:
+    """The sort timestamp of ``task`` (its status timestamp) or ``None`` when it has none."""
+    if not task.status.HasField("timestamp"):
+        return None
+    return clamp_ns(task.status.timestamp.ToNanoseconds())
+
+
+def next_token(ts_ns: int | None, task_id: str) -> str:
+    """The page token that continues after the row ``(ts_ns, task_id)``."""
+    return encode_list_tasks_cursor(ListTasksCursor(timestamp_ns=ts_ns, task_id=task_id))
+
+
+def parse_token(token: str) -> tuple[ListTasksCursor | None, str | None]:
+    """``(cursor, None)`` for a cursor token, ``(None, first_task_id)`` for a legacy one.
+
+    Raises ``InvalidParamsError`` for a token that is neither.
+    """
+    if not token:
+        return None, None
+    cursor = decode_list_tasks_cursor(token)
+    if cursor is not None:
+        if cursor.timestamp_ns is not None and clamp_ns(cursor.timestamp_ns) != cursor.timestamp_ns:
+            raise InvalidParamsError("Invalid page token")
+        return cursor, None
+    return None, decode_page_token(token)
+
+
+def page_size(params: ListTasksRequest) -> int:
+    """The requested page size (default ``DEFAULT_LIST_TASKS_PAGE_SIZE``), validated to 1..100."""
+    if params.HasField("page_size"):
+        validate_page_size(params.page_size)
+    return params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """The two statements of one ``ListTasks`` page (count and page), with their arguments."""
+
+    count_sql: str
+    count_args: list[object]
+    page_sql: str
+    page_args: list[object]
+    limit: int
+
+
+def build_list_query(
+    params: ListTasksRequest,
+    owner: str,
+    *,
+    table: str,
+    placeholder: str,
+    order_by: str,
+    start: ListTasksCursor | None = None,
+    inclusive: bool = False,
+) -> ListQuery:
+    """SQL for one page; ``placeholder`` is ``"?"`` (SQLite) or ``"$"`` (PostgreSQL).
+
+    ``start`` is the cursor position; rows strictly after it are listed, or from it on when
+    ``inclusive`` (legacy tokens name the first task of the page).
+    """
+    args: list[object] = []
+
+    def arg(value: object) -> str:
+        args.append(value)
+        return f"{placeholder}{len(args)}"
+
+    where = [f"owner = {arg(owner)}"]
+    if params.context_id:
+        where.append(f"context_id = {arg(params.context_id)}")
+    if params.status:
+        where.append(f"state = {arg(int(params.status))}")
+    if params.HasField("status_timestamp_after"):
+        after_ns = clamp_ns(params.status_timestamp_after.ToNanoseconds())
+        where.append(f"ts_ns >= {arg(after_ns)}")
+    count_sql = f"SELECT count(*) FROM {table} WHERE {' AND '.join(where)}"
+    count_args = list(args)
+    if start is not None:
+        id_op = "<=" if inclusive else "<"
+        if start.timestamp_ns is None:
+            where.append(f"(ts_ns IS NULL AND id {id_op} {arg(start.task_id)})")
+        else:
+            ts, tid = arg(start.timestamp_ns), arg(start.task_id)
+            where.append(f"(ts_ns < {ts} OR (ts_ns = {ts} AND id {id_op} {tid}) OR ts_ns IS NULL)")
+    limit = page_size(params)
+    page_sql = (
+        f"SELECT ts_ns, id, data FROM {table} WHERE {' AND '.join(where)} "
+        f"ORDER BY {order_by} LIMIT {arg(limit + 1)}"
+    )
+    return ListQuery(count_sql, count_args, page_sql, args, limit)
+
+
+def page_response(rows: Sequence[Sequence[Any]], total: int, limit: int) -> ListTasksResponse:
+    """The response for ``rows`` of ``(ts_ns, id, data)`` fetched with ``LIMIT limit + 1``."""
+    page = rows[:limit]
+    token = next_token(page[-1][0], page[-1][1]) if len(rows) > limit else None
+    return ListTasksResponse(
+        tasks=[Task.FromString(row[2]) for row in page],
+        total_size=total,
+        next_page_token=token,
+        page_size=limit,
+    )
