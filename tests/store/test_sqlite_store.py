@@ -1,0 +1,77 @@
+"""SqliteTaskStore specifics: file settings, exclusive use, extreme timestamps, failures."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from a2a.types import ListTasksRequest, Task, TaskState, TaskStatus
+
+from node.errors import ConfigError, StoreError
+from node.store.sqlite import SqliteTaskStore
+from tests.store.conftest import caller
+
+ANON = caller("")
+
+
+async def test_creates_directory_and_uses_wal(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "deep" / "dir" / "tasks.db", synchronous="FULL")
+    await store.save(Task(id="t", context_id="c"), ANON)  # opens lazily
+    conn = store._conn
+    assert conn is not None
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    await store.close()
+    await store.close()  # idempotent
+    assert await store.get("t", ANON) == Task(id="t", context_id="c")  # reopens
+    await store.close()
+
+
+async def test_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
+    first = SqliteTaskStore(tmp_path / "tasks.db")
+    await first.initialize()
+    second = SqliteTaskStore(tmp_path / "tasks.db", lock_timeout=0.05)
+    with pytest.raises(StoreError, match="another node"):
+        await second.initialize()
+    await first.close()
+    await second.initialize()
+    await second.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"synchronous": "OFF"}, {"table": "tasks; DROP TABLE x"}, {"table": "1abc"}],
+)
+def test_bad_settings(tmp_path: Path, kwargs: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        SqliteTaskStore(tmp_path / "tasks.db", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_timestamps_beyond_int64_nanoseconds(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    far, early = Task(id="far", context_id="c"), Task(id="early", context_id="c")
+    far.status.timestamp.FromSeconds(253_402_300_799)  # 9999-12-31
+    early.status.timestamp.FromSeconds(-62_135_596_800)  # 0001-01-01
+    now = Task(id="now", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
+    now.status.timestamp.GetCurrentTime()
+    for task in (far, early, now):
+        await store.save(task, ANON)
+    assert await store.get("far", ANON) == far
+    page = await store.list(ListTasksRequest(page_size=1), ANON)
+    rest = await store.list(ListTasksRequest(page_token=page.next_page_token), ANON)
+    assert [t.id for t in (*page.tasks, *rest.tasks)] == ["far", "now", "early"]
+    await store.close()
+
+
+async def test_unreadable_path_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open"):
+        await SqliteTaskStore(tmp_path / "file" / "tasks.db").initialize()
+
+
+async def test_corrupt_file_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "tasks.db").write_bytes(b"definitely not sqlite" * 100)
+    with pytest.raises(StoreError) as info:
+        await SqliteTaskStore(tmp_path / "tasks.db").initialize()
+    assert isinstance(info.value.__cause__, sqlite3.Error)
