@@ -1,0 +1,46 @@
+"""The same registry on PostgreSQL (set A2A_NODE_TEST_PG_URL=postgresql+asyncpg://...)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from node.registry.store import metadata
+
+PG_URL = os.environ.get("A2A_NODE_TEST_PG_URL", "")
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(not PG_URL, reason="A2A_NODE_TEST_PG_URL is not set"),
+]
+
+
+@pytest.fixture
+async def pg_url() -> str:
+    engine = create_async_engine(PG_URL)
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.drop_all)
+    await engine.dispose()
+    return PG_URL
+
+
+async def test_register_search_and_restart_on_postgres(
+    make_client, card_server, pg_url, clock
+) -> None:
+    url = card_server.put_card("/a.json", "Alpha", skills=[card_server.skill("s", "t")])
+    async with make_client(db=pg_url) as client:
+        assert (await client.post("/v1/agents", json={"card_url": url})).status_code == 201
+        assert (await client.post("/v1/agents", json={"card_url": url})).status_code == 200
+        await client.post("/v1/agents", json={"card_url": card_server.put_card("/b.json", "Beta")})
+        clock.advance(10)
+        assert (await client.put("/v1/agents/beta/heartbeat")).status_code == 200
+        assert (await client.delete("/v1/agents/alpha")).status_code == 204
+    async with make_client(db=pg_url) as client:
+        agents = (await client.get("/v1/agents")).json()["agents"]
+        assert [a["id"] for a in agents] == ["beta"]
+        clock.advance(85)  # alpha gone, beta 85 s since its beat: unhealthy, not yet evicted
+        assert (await client.get("/v1/agents/beta")).json()["healthy"] is False
+        clock.advance(10)
+        assert (await client.get("/v1/agents")).json()["agents"] == []
