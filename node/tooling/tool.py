@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from node.errors import ConfigError
 
@@ -40,9 +40,9 @@ class Tool(ABC):
       node's own planner and pipelines.
     """
 
-    name: ClassVar[str] | str
-    description: ClassVar[str] | str
-    parameters: ClassVar[Mapping[str, Any]] | Mapping[str, Any]
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
     read_only: bool = False
     exclusive: bool = False
     timeout: float = DEFAULT_TIMEOUT_S

@@ -1,0 +1,43 @@
+"""a2a-node: turn any machine into a node of an A2A network.
+
+The public surface: load a card, build a node's app, define tools, and talk to nodes. Names are
+imported on first use, so ``import node.tooling`` stays light and free of import cycles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from node.client import NodeClient, artifacts_of, skill_message, text_message
+    from node.config import NodeCard, load_card, parse_card
+    from node.errors import ErrorKind, NodeError, ToolError
+    from node.server.app import build_node_app
+    from node.tooling import Tool, ToolContext, ToolRegistry, tool
+
+_EXPORTS = {
+    "ErrorKind": "node.errors",
+    "NodeCard": "node.config",
+    "NodeClient": "node.client",
+    "NodeError": "node.errors",
+    "Tool": "node.tooling",
+    "ToolContext": "node.tooling",
+    "ToolError": "node.errors",
+    "ToolRegistry": "node.tooling",
+    "artifacts_of": "node.client",
+    "build_node_app": "node.server.app",
+    "load_card": "node.config",
+    "parse_card": "node.config",
+    "skill_message": "node.client",
+    "text_message": "node.client",
+    "tool": "node.tooling",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'node' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,103 @@
+"""Assemble a node's tools from its card: built-ins, plugins, declared tools, pipelines, guards.
+
+The card lists which tools to load (``tools:``), optionally overriding their policy, and declares
+schema-first tools (``declared_tools:``). Public tools are the node's skills; peers' tools are
+added later by the peer directory (internal unless a peer is exposed).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.card import SkillSpec
+from node.config import NodeCard, ToolRef
+from node.errors import ConfigError
+from node.tooling import Tool, ToolRegistry
+from node.tooling.guards.paths import Workspace
+from node.tooling.guards.urls import UrlGuard
+
+
+def discover_tools() -> dict[str, Tool]:  # TEMPORARY until node.tooling.loader lands
+    import importlib
+    import pkgutil
+
+    import tools as package
+
+    found: dict[str, Tool] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"tools.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Tool):
+                found[str(value.name)] = value
+    return found
+
+
+@dataclass(slots=True)
+class NodeTools:
+    """The registry plus the guards the node's tools run under."""
+
+    registry: ToolRegistry
+    workspace: Workspace
+    url_guard: UrlGuard
+
+    def skills(self) -> Mapping[str, Tool]:
+        """Public tools by name: what remote callers may call."""
+        return {str(t.name): t for t in self.public_definitions()}
+
+    def public_definitions(self) -> list[Tool]:
+        return [t for t in self.registry.tools() if t.scope == "public"]
+
+    def skill_specs(self) -> list[SkillSpec]:
+        return [
+            SkillSpec(
+                id=str(t.name),
+                name=str(t.name).replace("_", " "),
+                description=str(t.description),
+                input_schema=t.parameters,
+                tags=tuple(t.tags),
+                examples=tuple(t.examples),
+                requires=frozenset(t.requires),
+            )
+            for t in self.public_definitions()
+        ]
+
+
+def _apply(tool: Tool, ref: ToolRef) -> Tool:
+    overrides = {
+        k: v for k, v in ref.model_dump(exclude={"name"}).items() if v is not None
+    }
+    if not overrides:
+        return tool
+    tool = copy.copy(tool)
+    for key, value in overrides.items():
+        if key == "requires":
+            value = frozenset(value)
+        elif key in ("tags", "examples"):
+            value = tuple(value)
+        setattr(tool, key, value)
+    return tool
+
+
+def assemble_tools(card: NodeCard, data_dir: Path, extra_tools: Iterable[Tool] = ()) -> NodeTools:
+    """Build the node's tool registry and guards from its card (creates the workspace folder).
+
+    ``extra_tools`` are registered as given, beside the card's: the Python API's way to add tools.
+    """
+    available = discover_tools()
+    registry = ToolRegistry(extra_tools)
+    for ref in card.tool_refs():
+        found = available.get(ref.name)
+        if found is None:
+            raise ConfigError(f"card {card.id!r}: unknown tool {ref.name!r}")
+        registry.register(_apply(found, ref))
+    for spec in card.declared_tools:
+        from node.tooling.declared import declared_tool
+
+        registry.register(declared_tool(spec.model_dump(exclude_none=True)))
+    root = data_dir / card.workspace.root
+    root.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace(root, read_roots=card.workspace.read_roots)
+    return NodeTools(registry, workspace, UrlGuard(allow_cidrs=card.network.allow_cidrs))

@@ -1,0 +1,190 @@
+"""A small helper for orchestrators: connect to a node with the official a2a-sdk client.
+
+    async with NodeClient.connect("http://127.0.0.1:8001", token=...) as node:
+        task = await node.call("calculate", {"expression": "2+2"})
+        print(artifacts_of(task))
+
+Messages are built with :func:`skill_message` (a structured call) or :func:`text_message`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Struct, Value
+
+TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+
+
+def _message(parts: list[Part], metadata: Mapping[str, Any] | None, task: Task | None) -> Message:
+    msg = Message(role=Role.ROLE_USER, parts=parts, message_id=uuid.uuid4().hex)
+    if metadata:
+        msg.metadata.CopyFrom(ParseDict(dict(metadata), Struct()))
+    if task is not None:
+        msg.task_id, msg.context_id = task.id, task.context_id
+    return msg
+
+
+def skill_message(
+    skill: str,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    task: Task | None = None,
+) -> Message:
+    """A structured request: one data part ``{"skill": ..., "arguments": {...}}``."""
+    data = {"skill": skill, "arguments": dict(arguments or {})}
+    return _message([Part(data=ParseDict(data, Value()))], metadata, task)
+
+
+def data_message(data: Any, *, task: Task | None = None) -> Message:
+    return _message([Part(data=ParseDict(data, Value()))], None, task)
+
+
+def text_message(
+    text: str, *, skill: str | None = None, task: Task | None = None
+) -> Message:
+    """A text request, optionally addressed to a skill through ``metadata.skill``."""
+    return _message([Part(text=text)], {"skill": skill} if skill else None, task)
+
+
+def part_value(part: Part) -> Any:
+    """A part's content as Python: text, JSON data, or a URL/filename placeholder."""
+    if part.HasField("text"):
+        return part.text
+    if part.HasField("data"):
+        return MessageToDict(part.data)
+    if part.HasField("url"):
+        return {"url": part.url}
+    return {"raw_bytes": len(part.raw)}
+
+
+def artifacts_of(task: Task) -> dict[str, list[Any]]:
+    """``{artifact name: [part values]}`` of a task."""
+    return {a.name or a.artifact_id: [part_value(p) for p in a.parts] for a in task.artifacts}
+
+
+def status_text(task: Task) -> str:
+    return "\n".join(p.text for p in task.status.message.parts if p.HasField("text"))
+
+
+class NodeClient:
+    """An a2a-sdk client bound to one node, with convenience calls."""
+
+    def __init__(self, client: Client, card: AgentCard) -> None:
+        self.client = client
+        self.card = card
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        streaming: bool = True,
+        http: httpx.AsyncClient | None = None,
+    ) -> AsyncIterator[NodeClient]:
+        headers = {}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if api_key:
+            headers["X-API-Key"] = api_key
+        own = http is None
+        client_http = http or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0))
+        client_http.headers.update(headers)
+        try:
+            card = await A2ACardResolver(client_http, url.rstrip("/")).get_agent_card()
+            config = ClientConfig(
+                streaming=streaming,
+                httpx_client=client_http,
+                supported_protocol_bindings=["JSONRPC", "HTTP+JSON"],
+            )
+            yield cls(ClientFactory(config).create(card), card)
+        finally:
+            if own:
+                await client_http.aclose()
+
+    async def events(
+        self, message: Message, *, return_immediately: bool = False
+    ) -> AsyncIterator[StreamResponse]:
+        request = SendMessageRequest(message=message)
+        if return_immediately:
+            request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        async for event in self.client.send_message(request):
+            yield event
+
+    async def send(self, message: Message) -> Task:
+        """Send and wait: the last task snapshot seen (terminal or interrupted)."""
+        task = Task()
+        async for event in self.events(message):
+            task = _apply(task, event)
+        if task.id and task.status.state not in TERMINAL | INTERRUPTED:
+            task = await self.wait(task.id)
+        return task
+
+    async def call(self, skill: str, arguments: Mapping[str, Any] | None = None) -> Task:
+        return await self.send(skill_message(skill, arguments))
+
+    async def get(self, task_id: str) -> Task:
+        return await self.client.get_task(GetTaskRequest(id=task_id))
+
+    async def cancel(self, task_id: str) -> Task:
+        return await self.client.cancel_task(CancelTaskRequest(id=task_id))
+
+    async def wait(self, task_id: str, *, timeout: float = 60.0, interval: float = 0.05) -> Task:
+        """Poll until the task is terminal or interrupted (bounded backoff)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            task = await self.get(task_id)
+            if task.status.state in TERMINAL | INTERRUPTED or time.monotonic() > deadline:
+                return task
+            await asyncio.sleep(interval)
+            interval = min(interval * 2, 1.0)
+
+
+def _apply(task: Task, event: StreamResponse) -> Task:
+    """Fold one stream event into a task snapshot."""
+    if event.HasField("task"):
+        return event.task
+    if event.HasField("status_update"):
+        task.id = task.id or event.status_update.task_id
+        task.context_id = task.context_id or event.status_update.context_id
+        task.status.CopyFrom(event.status_update.status)
+    elif event.HasField("artifact_update"):
+        task.artifacts.append(event.artifact_update.artifact)
+    return task
+
+
+apply_event = _apply

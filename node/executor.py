@@ -1,0 +1,244 @@
+"""NodeExecutor: one A2A task, from message to terminal state, through planning and the tool runner.
+
+Lifecycle published through the a2a-sdk (``TaskUpdater``):
+
+    submitted → working ("calling X (1/2)", "X done in 3 ms (1/2)", …) → completed with artifacts
+                                                                       → failed (readable reason)
+              → rejected (hop violation, unknown skill, invalid arguments, missing capability)
+              → input-required (missing arguments; the next message on the task continues it)
+              → canceled (the SDK cancels ``execute``; the runner cancels and drains the tools)
+
+Nothing internal leaks: an unexpected exception fails the task with a short reason and an error id
+that is logged with the traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a.helpers import get_data_parts, get_text_parts, new_task_from_user_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Message, Part, Task, TaskState
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Value
+
+from node.errors import ErrorKind, PlanningError, ToolError
+from node.peers.hops import check_hop, read_hop
+from node.planning import NeedsInput, parse_request, plan_request
+from node.tooling import CostBudget, Tool, ToolCall, ToolContext, ToolRegistry, ToolResult, ToolRunner
+from node.tooling.results import ToolEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ExecutorSettings:
+    """What the executor needs beyond the tools: identity, limits and shared services."""
+
+    agent_id: str
+    max_hops: int = 4
+    max_calls_per_task: int = 16
+    task_cost_budget: float | None = None
+    anonymous_capabilities: frozenset[str] = frozenset()
+    services: dict[str, Any] = field(default_factory=dict)  # workspace, url_guard, http
+
+
+def _data_part(data: Any) -> Part:
+    return Part(data=ParseDict(data, Value()))
+
+
+def _result_part(result: ToolResult) -> Part:
+    if isinstance(result.output, str):
+        return Part(text=result.output)
+    return _data_part(result.output)
+
+
+class _ArtifactSink:
+    """Stores a tool's whole output as a task artifact when it is over the tool's bound."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+
+    async def store(self, call: ToolCall, text: str) -> str:
+        name = f"{call.name}.full-output"
+        await self._updater.add_artifact([Part(text=text)], name=name)
+        return f"artifact {name!r}"
+
+
+class NodeExecutor(AgentExecutor):
+    """Runs structured requests against the node's tools; peers are tools too."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        skills: Callable[[], Mapping[str, Tool]],
+        settings: ExecutorSettings,
+    ) -> None:
+        self._tools = tools
+        self._skills = skills
+        self._settings = settings
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None  # the SDK always passes the request's message here
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        try:
+            await self._handle(context, message, task, updater)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            error_id = uuid.uuid4().hex[:12]
+            log.exception("task %s failed with an internal error (error id %s)", task.id, error_id)
+            await updater.failed(self._say(updater, f"internal error (error id {error_id})"))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        task_id = task.id if task else context.task_id
+        context_id = task.context_id if task else context.context_id
+        assert task_id and context_id
+        await TaskUpdater(event_queue, task_id, context_id).cancel()
+
+    # -- one request ------------------------------------------------------------------------
+
+    async def _handle(
+        self, context: RequestContext, message: Message, task: Task, updater: TaskUpdater
+    ) -> None:
+        metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+        settings = self._settings
+        hop = None
+        try:
+            hop = read_hop(metadata, default_max_hops=settings.max_hops)
+            check_hop(hop, settings.agent_id, time.time())
+        except ToolError as exc:
+            await updater.reject(self._say(updater, str(exc)))
+            return
+
+        request = parse_request(get_text_parts(message.parts), get_data_parts(message.parts), metadata)
+        pending = self._pending(task)
+        skills = self._skills()
+        try:
+            calls = plan_request(
+                request, skills, pending=pending, max_calls=settings.max_calls_per_task
+            )
+            for call in calls:
+                prepared = self._tools.prepare_call(call.name, call.arguments)
+                call.arguments = prepared.arguments
+        except NeedsInput as need:
+            await updater.requires_input(
+                updater.new_agent_message([Part(text=str(need)), _data_part(need.to_data())])
+            )
+            return
+        except (PlanningError, ToolError) as exc:
+            await updater.reject(self._say(updater, str(exc)))
+            return
+
+        ctx = self._tool_context(context, metadata, hop)
+        missing = self._missing_capabilities(calls, ctx.capabilities)
+        if missing:
+            await updater.reject(
+                self._say(updater, f"missing capability: {', '.join(sorted(missing))}")
+            )
+            return
+
+        await updater.start_work()
+        results = await self._run(calls, ctx, updater)
+        for result in results:
+            name = result.tool if result.ok else f"{result.tool}.error"
+            part = _result_part(result) if result.ok else _data_part(self._error_data(result))
+            await updater.add_artifact([part], name=name)
+        failures = [r for r in results if not r.ok]
+        if failures and len(failures) == len(results):
+            reason = "; ".join(f"{r.tool}: {r.error}" for r in failures)
+            await updater.failed(self._say(updater, reason[:2000]))
+        else:
+            await updater.complete()
+
+    async def _run(
+        self, calls: list[ToolCall], ctx: ToolContext, updater: TaskUpdater
+    ) -> list[ToolResult]:
+        total = len(calls)
+        done = 0
+
+        async def progress(event: ToolEvent) -> None:
+            nonlocal done
+            if event.kind == "started":
+                text = f"calling {event.tool} ({done + 1}/{total})"
+            else:
+                done += 1
+                outcome = "done" if event.ok else f"failed ({event.error_kind})"
+                text = f"{event.tool} {outcome} in {event.duration_s * 1000:.0f} ms ({done}/{total})"
+            await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
+
+        runner = ToolRunner(self._tools, on_event=progress, output_sink=_ArtifactSink(updater))
+        return await runner.run(calls, ctx)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _say(updater: TaskUpdater, text: str) -> Message:
+        return updater.new_agent_message([Part(text=text)])
+
+    @staticmethod
+    def _error_data(result: ToolResult) -> dict[str, Any]:
+        kind = result.error_kind or ErrorKind.EXECUTION
+        return {"error": result.error, "kind": str(kind), "tool": result.tool}
+
+    @staticmethod
+    def _pending(task: Task) -> dict[str, Any] | None:
+        """The call an input-required task is waiting to complete, if any."""
+        if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+            return None
+        for data in get_data_parts(task.status.message.parts):
+            if isinstance(data, dict) and isinstance(data.get("pending"), dict):
+                pending: dict[str, Any] = data["pending"]
+                return pending
+        return None
+
+    def _missing_capabilities(self, calls: list[ToolCall], granted: frozenset[str]) -> set[str]:
+        missing: set[str] = set()
+        for call in calls:
+            tool = self._tools.get(call.name)
+            if tool is not None:
+                missing |= set(tool.requires) - granted
+        return missing
+
+    def _tool_context(
+        self, context: RequestContext, metadata: Mapping[str, Any], hop: Any
+    ) -> ToolContext:
+        call_context = context.call_context
+        user = call_context.user if call_context else None
+        authenticated = bool(user and user.is_authenticated)
+        auth = call_context.state.get("auth") if call_context else None
+        capabilities = (
+            frozenset(getattr(auth, "scopes", ()))
+            if authenticated
+            else self._settings.anonymous_capabilities
+        )
+        budget = CostBudget(self._settings.task_cost_budget)
+        services = self._settings.services
+        return ToolContext(
+            principal=user.user_name if authenticated and user else "anonymous",
+            capabilities=capabilities,
+            budget=budget,
+            workspace=services.get("workspace"),
+            url_guard=services.get("url_guard"),
+            http=services.get("http"),
+            metadata={
+                "agent_id": self._settings.agent_id,
+                "max_hops": self._settings.max_hops,
+                "message_metadata": dict(metadata),
+                "hop": hop,
+            },
+        )

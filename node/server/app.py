@@ -1,0 +1,182 @@
+"""The node's app factory: a2a-sdk routes + card + health, wrapped in auth and edge guards.
+
+    build_node_app(card) -> Starlette
+
+Nothing happens at import time; the app's lifespan owns the outbound ``httpx.AsyncClient``, opens
+the task store (failing tasks a previous process left working), starts peer discovery and
+registry heartbeats, and closes everything on shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.types import AgentCard
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from node.assembly import NodeTools, assemble_tools
+from node.card import REST_PREFIX, build_agent_card
+from node.config import NodeCard
+from node.executor import ExecutorSettings, NodeExecutor
+from node.peers.directory import PeerDirectory
+from node.peers.registration import RegistryLink
+from node.peers.settings import read_token
+from node.server.auth import CredentialBackend, on_auth_error
+from node.server.card_route import agent_card_route
+from node.server.http_guards import JsonRpcContentType
+from node.store.factory import close_task_store, open_task_store
+from node.store.recovery import fail_interrupted
+from node.tooling import Tool
+
+log = logging.getLogger(__name__)
+OUTBOUND_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+
+
+@dataclass(slots=True)
+class NodeState:
+    """Live parts of a running node, reachable from ``app.state.node`` (tests, CLI)."""
+
+    card: NodeCard
+    public_url: str
+    data_dir: Path
+    tools: NodeTools
+    ready: bool = False
+    recovered: int = 0
+    peers: PeerDirectory | None = None
+
+
+def default_public_url(card: NodeCard) -> str:
+    host = card.server.host
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{card.server.port}"
+
+
+def _registry_link(http: httpx.AsyncClient, card: NodeCard, public_url: str) -> RegistryLink | None:
+    registry = card.peers.registry
+    if registry is None:
+        return None
+    return RegistryLink(
+        http,
+        registry.url,
+        lambda: read_token(registry.token_env),
+        f"{public_url}/.well-known/agent-card.json",
+        registry.heartbeat_s,
+    )
+
+
+def build_node_app(
+    card: NodeCard,
+    *,
+    public_url: str | None = None,
+    data_dir: Path | str | None = None,
+    store: str | None = None,
+    tools: Iterable[Tool] = (),
+) -> Starlette:
+    """Build a node's ASGI app from its card; ``tools`` adds tools defined in Python.
+
+    Only the workspace folder is created here; everything else waits for the lifespan.
+    """
+    public_url = (public_url or card.server.public_url or default_public_url(card)).rstrip("/")
+    data_dir = Path(data_dir or card.server.data_dir)
+    node_tools = assemble_tools(card, data_dir, tools)
+    state = NodeState(card=card, public_url=public_url, data_dir=data_dir, tools=node_tools)
+
+    def current_card() -> AgentCard:
+        return build_agent_card(card, node_tools.skill_specs(), public_url)
+
+    services: dict[str, object] = {"workspace": node_tools.workspace, "url_guard": node_tools.url_guard}
+    executor = NodeExecutor(
+        node_tools.registry,
+        node_tools.skills,
+        ExecutorSettings(
+            agent_id=card.id,
+            max_hops=card.peers.max_hops,
+            max_calls_per_task=card.limits.max_calls_per_task,
+            task_cost_budget=card.limits.task_cost_budget,
+            anonymous_capabilities=frozenset(card.auth.anonymous_capabilities),
+            services=services,
+        ),
+    )
+    task_store = open_task_store(store or card.server.store, data_dir)
+    handler = DefaultRequestHandler(
+        agent_executor=executor,
+        task_store=task_store,
+        agent_card=current_card(),
+        interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
+    )
+
+    async def card_now(_: AgentCard) -> AgentCard:
+        return current_card()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
+        async with httpx.AsyncClient(timeout=OUTBOUND_TIMEOUT, follow_redirects=False) as http:
+            services["http"] = http
+            initialize = getattr(task_store, "initialize", None)
+            if initialize is not None:
+                await initialize()
+            state.recovered = await fail_interrupted(task_store)
+            if state.recovered:
+                log.warning("marked %d interrupted task(s) failed: node restarted", state.recovered)
+            state.peers = PeerDirectory.from_settings(
+                http, card.peers, self_id=card.id, tool_registry=node_tools.registry
+            )
+            link = _registry_link(http, card, public_url)
+            state.peers.start()
+            if link is not None:
+                link.start()
+            state.ready = True
+            try:
+                yield {}
+            finally:
+                state.ready = False
+                if link is not None:
+                    await link.aclose()
+                await state.peers.aclose()
+                await handler.aclose()
+                await close_task_store(task_store)
+
+    async def healthz(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "agent_id": card.id})
+
+    async def readyz(_: Request) -> JSONResponse:
+        return JSONResponse(
+            {"ready": state.ready, "agent_id": card.id}, status_code=200 if state.ready else 503
+        )
+
+    middleware = [Middleware(RequestBodyLimitMiddleware, max_body_size=card.limits.max_body_bytes)]
+    if card.auth.enabled:
+        middleware.append(
+            Middleware(
+                AuthenticationMiddleware,
+                backend=CredentialBackend(card.auth),
+                on_error=on_auth_error,
+            )
+        )
+    middleware.append(Middleware(JsonRpcContentType, rpc_path="/"))
+    app = Starlette(
+        routes=[
+            agent_card_route(current_card(), card_now, card.server.card_cache_s),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            *create_jsonrpc_routes(handler, rpc_url="/"),
+            Mount(REST_PREFIX, routes=create_rest_routes(handler)),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+    app.state.node = state
+    return app
