@@ -163,6 +163,17 @@ class NodeClient:
     async def cancel(self, task_id: str) -> Task:
         return await self.client.cancel_task(CancelTaskRequest(id=task_id))
 
+    async def wait_for_state(self, task_id: str, state: int, *, timeout: float = 10.0) -> Task:
+        """Poll until the task reaches ``state`` (or any terminal state), within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            task = await self.get(task_id)
+            if task.status.state == state or task.status.state in TERMINAL:
+                return task
+            if time.monotonic() > deadline:
+                return task
+            await asyncio.sleep(0.02)
+
     async def wait(self, task_id: str, *, timeout: float = 60.0, interval: float = 0.05) -> Task:
         """Poll until the task is terminal or interrupted (bounded backoff)."""
         deadline = time.monotonic() + timeout
