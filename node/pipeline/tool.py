@@ -1,0 +1,230 @@
+"""A pipeline as one :class:`Tool`: its steps run in dependency waves through a :class:`ToolRunner`.
+
+Every step whose dependencies have finished joins the next wave; a wave goes to one
+``runner.run`` call, so the runner's policy applies (concurrency-safe steps together, others
+alone, in declaration order). A step's result is its ``ToolResult.output``. A failed step with
+``on_error: stop`` fails the pipeline with a :class:`ToolError` naming the step (and keeping the
+step's error kind); with ``on_error: continue`` its output becomes ``{"error": ..., "kind": ...}``
+and the pipeline goes on.
+
+Policy of the pipeline tool: ``read_only`` when every local step tool is (peer tools count as
+read-only), ``exclusive`` when any local step tool is, ``requires`` = the spec's plus those of its
+local step tools, ``timeout`` = the spec's (default 120 s; steps also see it as their deadline).
+
+Progress: when ``ctx.metadata["progress"]`` is an async callable taking one string, it receives
+one message per step as the step finishes: ``"step fetch (web__http_fetch) done (1/3)"`` or
+``"step fetch (web__http_fetch) failed (1/3): <reason>"``. A failing callback is logged, never
+raised. Steps do not see the callback (a nested pipeline reports nothing of its own steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from node.errors import ConfigError, ErrorKind, PeerError, ToolError
+from node.pipeline.refs import resolve
+from node.pipeline.spec import PipelineSpec, StepSpec
+from node.tooling.context import ToolContext
+from node.tooling.registry import PreparedCall, ToolCatalog, ToolDefinition, not_found_message
+from node.tooling.results import ToolCall, ToolEvent
+from node.tooling.runner import ToolRunner
+from node.tooling.tool import Tool
+
+__all__ = ["PEER_SEPARATOR", "PipelineTool", "ProgressCallback", "pipeline_tool"]
+
+logger = logging.getLogger("node.pipeline")
+ProgressCallback = Callable[[str], Awaitable[None]]
+PEER_SEPARATOR = "__"  # peer tools are named "<peer_id>__<skill_id>"; they may appear at run time
+_MAX_REASON = 300  # characters of a failure's reason in a progress message
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Step:
+    spec: StepSpec
+    template: dict[str, Any]
+    deps: frozenset[str]
+
+
+def pipeline_tool(spec: PipelineSpec, registry: ToolCatalog) -> PipelineTool:
+    """The tool running ``spec`` over ``registry`` (which should be live: peer tools come later).
+
+    Every step's tool must already be in ``registry`` (:class:`ConfigError` otherwise), except
+    peer tools (a name holding ``"__"``), which are looked up when their step runs.
+    """
+    local: list[Tool] = []
+    for step in spec.steps:
+        found = registry.get(step.tool)
+        if found is not None:
+            local.append(found)
+        elif PEER_SEPARATOR not in step.tool:
+            names = frozenset(d.name for d in registry.definitions())
+            raise ConfigError(
+                f"pipeline {spec.id!r}, step {step.id!r}: {not_found_message(step.tool, names)}"
+            )
+    return PipelineTool(spec, registry, local)
+
+
+class PipelineTool(Tool):
+    """One pipeline skill; build it with :func:`pipeline_tool`."""
+
+    def __init__(self, spec: PipelineSpec, registry: ToolCatalog, local: Sequence[Tool]) -> None:
+        self.spec = spec
+        self.name, self.description = spec.id, spec.description
+        self.parameters = spec.input_schema
+        self.scope, self.timeout = spec.scope, spec.timeout
+        self.tags, self.examples = tuple(spec.tags), tuple(spec.examples)
+        self.read_only = all(t.read_only for t in local)
+        self.exclusive = any(t.exclusive for t in local)
+        self.requires = frozenset(spec.requires).union(*(t.requires for t in local))
+        self._catalog = _StepCatalog(registry)
+        self._steps = tuple(_Step(s, s.template(), frozenset(s.dependencies())) for s in spec.steps)
+        self._outputs = spec.output_steps()
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        run = _Run(self, arguments, ctx)
+        pending = list(self._steps)
+        while pending:
+            wave = [s for s in pending if s.deps <= run.outputs.keys()]
+            assert wave, "a validated pipeline has no cycles"
+            pending = [s for s in pending if s not in wave]
+            await run.wave(wave)
+        if len(self._outputs) == 1:
+            return run.outputs[self._outputs[0]]
+        return {step_id: run.outputs[step_id] for step_id in self._outputs}
+
+
+class _Run:
+    """The state of one execution: outputs so far, progress, the runner of its steps."""
+
+    def __init__(self, tool: PipelineTool, arguments: dict[str, Any], ctx: ToolContext) -> None:
+        self.tool, self.input = tool, arguments
+        self.outputs: dict[str, Any] = {}
+        self.finished = 0
+        progress = ctx.metadata.get("progress")
+        self.progress: ProgressCallback | None = progress if callable(progress) else None
+        self.ctx = _step_context(ctx, tool.timeout)
+        self.calls: dict[str, _Step] = {}
+        self.runner = ToolRunner(tool._catalog, on_event=self._on_event)
+
+    async def wave(self, wave: list[_Step]) -> None:
+        calls: list[ToolCall] = []
+        for step in wave:
+            try:
+                arguments = resolve(step.template, input=self.input, steps=self.outputs,
+                                    step=step.spec.id)  # fmt: skip
+                if PEER_SEPARATOR in step.spec.tool and step.spec.tool not in self.tool._catalog:
+                    raise PeerError(
+                        f"step {step.spec.id!r}: peer tool {step.spec.tool!r} is not available "
+                        "(peer down or not discovered)"
+                    )
+            except ToolError as exc:
+                await self._report(step, str(exc))
+                self._settle(step, False, None, exc.kind, str(exc))
+                continue
+            call = ToolCall(step.spec.tool, _StepArguments(arguments, step.spec.timeout))
+            self.calls[call.id] = step
+            calls.append(call)
+        if calls:
+            results = await self.runner.run(calls, self.ctx)
+            for call, result in zip(calls, results, strict=True):
+                step = self.calls[call.id]
+                message = f"step {step.spec.id!r} ({step.spec.tool}) failed: {result.error}"
+                self._settle(step, result.ok, result.output, result.error_kind, message)
+
+    def _settle(
+        self, step: _Step, ok: bool, output: Any, kind: ErrorKind | None, message: str
+    ) -> None:
+        if ok:
+            self.outputs[step.spec.id] = output
+        elif step.spec.on_error == "continue":
+            self.outputs[step.spec.id] = {"error": message, "kind": str(kind)}
+        else:
+            raise ToolError(f"pipeline {self.tool.name!r}: {message}", kind=kind)
+
+    async def _on_event(self, event: ToolEvent) -> None:
+        if event.kind == "finished" and event.result is not None:
+            result = event.result
+            await self._report(self.calls[event.call.id], None if result.ok else result.error)
+
+    async def _report(self, step: _Step, error: str | None) -> None:
+        self.finished += 1
+        if self.progress is None:
+            return
+        where = f"step {step.spec.id} ({step.spec.tool})"
+        count = f"({self.finished}/{len(self.tool._steps)})"
+        if error is None:
+            text = f"{where} done {count}"
+        else:
+            reason = error if len(error) <= _MAX_REASON else error[:_MAX_REASON] + "…"
+            text = f"{where} failed {count}: {reason}"
+        try:
+            await self.progress(text)
+        except Exception:
+            logger.exception("pipeline progress callback failed")
+
+
+def _step_context(ctx: ToolContext, timeout: float) -> ToolContext:
+    """``ctx`` for the steps: the pipeline's deadline applied, the progress callback left out."""
+    deadline = time.time() + timeout
+    outer = ctx.metadata.get("deadline")
+    if outer is not None:
+        deadline = min(deadline, float(outer))
+    metadata = {k: v for k, v in ctx.metadata.items() if k != "progress"}
+    metadata["deadline"] = deadline
+    return dataclasses.replace(ctx, metadata=metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepArguments:
+    """A step's resolved arguments and timeout, carried through the runner to the catalog."""
+
+    arguments: dict[str, Any]
+    timeout: float | None
+
+
+class _StepCatalog:
+    """The node's registry, applying a step's own timeout to the tool it prepares."""
+
+    def __init__(self, registry: ToolCatalog) -> None:
+        self._registry = registry
+
+    def get(self, name: str) -> Tool | None:
+        return self._registry.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registry
+
+    def __len__(self) -> int:
+        return len(self._registry)
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return self._registry.definitions()
+
+    def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
+        if not isinstance(raw_arguments, _StepArguments):
+            return self._registry.prepare_call(name, raw_arguments)
+        prepared = self._registry.prepare_call(name, raw_arguments.arguments)
+        if raw_arguments.timeout is None:
+            return prepared
+        return PreparedCall(_Retimed(prepared.tool, raw_arguments.timeout), prepared.arguments)
+
+
+class _Retimed(Tool):
+    """Another tool, with a step's timeout in place of its own."""
+
+    _COPIED = ("name", "description", "parameters", "read_only", "exclusive", "max_output",
+               "requires", "cost", "scope", "tags", "examples", "group")  # fmt: skip
+
+    def __init__(self, inner: Tool, timeout: float) -> None:
+        self.inner = inner
+        for attribute in self._COPIED:
+            setattr(self, attribute, getattr(inner, attribute))
+        self.timeout = timeout
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        return await self.inner.execute(arguments, ctx)
