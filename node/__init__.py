@@ -33,7 +33,23 @@ _EXPORTS = {
     "text_message": "node.client",
     "tool": "node.tooling",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ErrorKind",
+    "NodeCard",
+    "NodeClient",
+    "NodeError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolRegistry",
+    "artifacts_of",
+    "build_node_app",
+    "load_card",
+    "parse_card",
+    "skill_message",
+    "text_message",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -66,9 +66,7 @@ class NodeTools:
 
 
 def _apply(tool: Tool, ref: ToolRef) -> Tool:
-    overrides = {
-        k: v for k, v in ref.model_dump(exclude={"name"}).items() if v is not None
-    }
+    overrides = {k: v for k, v in ref.model_dump(exclude={"name"}).items() if v is not None}
     if not overrides:
         return tool
     tool = copy.copy(tool)

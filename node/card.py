@@ -64,9 +64,13 @@ def build_agent_card(card: NodeCard, skills: Iterable[SkillSpec], public_url: st
         description=card.description,
         version=card.version,
         supported_interfaces=[
-            AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION),
             AgentInterface(
-                url=f"{base}{REST_PREFIX}", protocol_binding="HTTP+JSON", protocol_version=PROTOCOL_VERSION
+                url=f"{base}/", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION
+            ),
+            AgentInterface(
+                url=f"{base}{REST_PREFIX}",
+                protocol_binding="HTTP+JSON",
+                protocol_version=PROTOCOL_VERSION,
             ),
         ],
         capabilities=AgentCapabilities(
@@ -130,7 +134,9 @@ def _add_security(agent_card: AgentCard, card: NodeCard) -> None:
     if auth.api_keys:
         agent_card.security_schemes["apiKey"].CopyFrom(
             SecurityScheme(
-                api_key_security_scheme=APIKeySecurityScheme(location="header", name=auth.api_key_header)
+                api_key_security_scheme=APIKeySecurityScheme(
+                    location="header", name=auth.api_key_header
+                )
             )
         )
         agent_card.security_requirements.append(

@@ -71,7 +71,9 @@ def _with_overrides(card: Any, args: argparse.Namespace) -> Any:
         )
         if args.registry_token_env:
             registry = registry.model_copy(update={"token_env": args.registry_token_env})
-        card = card.model_copy(update={"peers": card.peers.model_copy(update={"registry": registry})})
+        card = card.model_copy(
+            update={"peers": card.peers.model_copy(update={"registry": registry})}
+        )
     if args.allow_cidr:
         cidrs = [*card.network.allow_cidrs, *args.allow_cidr]
         card = card.model_copy(
@@ -95,7 +97,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     public_url = args.public_url or card.server.public_url or f"http://{shown}:{port}"
     app = build_node_app(
-        card, public_url=public_url, data_dir=args.data_dir or card.server.data_dir, store=args.store
+        card,
+        public_url=public_url,
+        data_dir=args.data_dir or card.server.data_dir,
+        store=args.store,
     )
     asyncio.run(serve_app(app, host, port, log_level=args.log_level))
     return 0
@@ -205,10 +210,10 @@ def cmd_card(args: argparse.Namespace) -> int:
         response.raise_for_status()
         print(json.dumps(response.json(), indent=2))
         return 0
+    from node.assembly import assemble_tools
     from node.card import build_agent_card
     from node.config import load_card
     from node.server.app import default_public_url
-    from node.assembly import assemble_tools
 
     card = load_card(args.card)
     if args.check:

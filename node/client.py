@@ -70,9 +70,7 @@ def data_message(data: Any, *, task: Task | None = None) -> Message:
     return _message([Part(data=ParseDict(data, Value()))], None, task)
 
 
-def text_message(
-    text: str, *, skill: str | None = None, task: Task | None = None
-) -> Message:
+def text_message(text: str, *, skill: str | None = None, task: Task | None = None) -> Message:
     """A text request, optionally addressed to a skill through ``metadata.skill``."""
     return _message([Part(text=text)], {"skill": skill} if skill else None, task)
 

@@ -76,7 +76,9 @@ class DeclaredTool(_Model):
 class Credential(_Model):
     """One API key or bearer token, the principal it authenticates, and what it is granted."""
 
-    secret: SecretStr = Field(description="The key or token (8+ characters); write it as ${ENV_VAR}.")
+    secret: SecretStr = Field(
+        description="The key or token (8+ characters); write it as ${ENV_VAR}."
+    )
     principal: str = Field(min_length=1, max_length=64)
     capabilities: list[str] = Field(default_factory=list)
 
@@ -175,14 +177,19 @@ def interpolate_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
 
         return _ENV_REF.sub(sub, value)
     if isinstance(value, dict):
-        return {k: interpolate_env(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {
+            k: interpolate_env(v, env, f"{where}.{k}" if where else str(k))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [interpolate_env(v, env, f"{where}[{i}]") for i, v in enumerate(value)]
     return value
 
 
-def parse_card(data: Any, *, source: str = "<card>", env: Mapping[str, str] | None = None) -> NodeCard:
-    """Validate a parsed YAML tree into a :class:`NodeCard`; errors name the source and YAML path."""
+def parse_card(
+    data: Any, *, source: str = "<card>", env: Mapping[str, str] | None = None
+) -> NodeCard:
+    """Validate a parsed YAML tree into a :class:`NodeCard`; errors name the source and path."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a card must be a YAML mapping, got {type(data).__name__}")
     data = interpolate_env(data, os.environ if env is None else env)

@@ -33,7 +33,15 @@ from google.protobuf.struct_pb2 import Value
 from node.errors import ErrorKind, PlanningError, ToolError
 from node.peers.hops import check_hop, read_hop
 from node.planning import NeedsInput, parse_request, plan_request
-from node.tooling import CostBudget, Tool, ToolCall, ToolContext, ToolRegistry, ToolResult, ToolRunner
+from node.tooling import (
+    CostBudget,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolRunner,
+)
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
@@ -125,7 +133,9 @@ class NodeExecutor(AgentExecutor):
             await updater.reject(self._say(updater, str(exc)))
             return
 
-        request = parse_request(get_text_parts(message.parts), get_data_parts(message.parts), metadata)
+        request = parse_request(
+            get_text_parts(message.parts), get_data_parts(message.parts), metadata
+        )
         pending = self._pending(task)
         skills = self._skills()
         try:
@@ -178,7 +188,9 @@ class NodeExecutor(AgentExecutor):
             else:
                 done += 1
                 outcome = "done" if event.ok else f"failed ({event.error_kind})"
-                text = f"{event.tool} {outcome} in {event.duration_s * 1000:.0f} ms ({done}/{total})"
+                text = (
+                    f"{event.tool} {outcome} in {event.duration_s * 1000:.0f} ms ({done}/{total})"
+                )
             await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
 
         runner = ToolRunner(self._tools, on_event=progress, output_sink=_ArtifactSink(updater))

@@ -1,4 +1,4 @@
-"""Shared fixtures: real uvicorn servers on 127.0.0.1 with ephemeral ports, stopped by themselves."""
+"""Shared fixtures: real uvicorn servers on 127.0.0.1, ephemeral ports, stopped by themselves."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ async def wait_until_ready(url: str, path: str = "/healthz", timeout: float = 10
 
 @pytest.fixture
 async def serve() -> AsyncIterator[Serve]:
-    """``url = await serve(lambda url: app)``: run the app on a free loopback port until teardown."""
+    """``url = await serve(lambda url: app)``: run the app on a free loopback port."""
     servers: list[tuple[object, asyncio.Task[None]]] = []
 
     async def start(factory: AppFactory, ready_path: str = "/healthz") -> str:
@@ -55,7 +55,7 @@ async def serve() -> AsyncIterator[Serve]:
         return url
 
     yield start
-    for server, task in servers:
+    for server, _task in servers:
         server.should_exit = True  # type: ignore[attr-defined]
     for _, task in servers:
         await asyncio.wait_for(task, timeout=10)

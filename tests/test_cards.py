@@ -12,12 +12,17 @@ from node.config import card_schema_text, load_card, parse_card
 from node.errors import ConfigError
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
-TEST_ENV = {"FILES_NODE_ADMIN_TOKEN": "admin-token-xyz", "FILES_NODE_READER_TOKEN": "reader-token-xyz"}
+TEST_ENV = {
+    "FILES_NODE_ADMIN_TOKEN": "admin-token-xyz",
+    "FILES_NODE_READER_TOKEN": "reader-token-xyz",
+}
 
 
 def test_card_schema_is_current():
     committed = (CARDS / "card.schema.json").read_text()
-    assert committed == card_schema_text(), "regenerate: python -m node.config > cards/card.schema.json"
+    assert committed == card_schema_text(), (
+        "regenerate: python -m node.config > cards/card.schema.json"
+    )
 
 
 @pytest.mark.parametrize("path", sorted(CARDS.glob("*.yaml")), ids=lambda p: p.name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import node
 
 
@@ -11,10 +13,10 @@ def test_all_is_sorted_and_every_name_resolves():
         assert getattr(node, name) is not None
 
 
+def test_all_matches_the_lazy_export_table():
+    assert set(node.__all__) == set(node._EXPORTS)
+
+
 def test_unknown_names_raise_attribute_error():
-    try:
+    with pytest.raises(AttributeError, match="no_such_name"):
         node.no_such_name  # noqa: B018
-    except AttributeError as exc:
-        assert "no_such_name" in str(exc)
-    else:
-        raise AssertionError("expected AttributeError")

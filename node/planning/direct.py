@@ -58,10 +58,13 @@ class NeedsInput(PlanningError):
 def skills_help(skills: Mapping[str, Tool], limit: int = 20) -> str:
     """A short answer for a request that names no skill."""
     names = sorted(skills)
-    shown = ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+    shown = ", ".join(names[:limit]) + (
+        f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    )
     return (
         f"name a skill: send a data part {{'skill': <id>, 'arguments': {{...}}}}, or text with "
-        f"metadata.skill set. Skills: {shown or '(none)'}. Their input schemas are on the agent card."
+        f"metadata.skill set. Skills: {shown or '(none)'}. "
+        "Their input schemas are on the agent card."
     )
 
 

@@ -31,7 +31,9 @@ def normalise_numbers(value: Any) -> Any:
     return value
 
 
-def parse_request(texts: Sequence[str], data: Sequence[Any], metadata: Mapping[str, Any]) -> Request:
+def parse_request(
+    texts: Sequence[str], data: Sequence[Any], metadata: Mapping[str, Any]
+) -> Request:
     """Build a :class:`Request` from a message's text parts, data parts and metadata."""
     return Request(
         text="\n".join(t for t in texts if t),

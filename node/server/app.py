@@ -97,7 +97,10 @@ def build_node_app(
     def current_card() -> AgentCard:
         return build_agent_card(card, node_tools.skill_specs(), public_url)
 
-    services: dict[str, object] = {"workspace": node_tools.workspace, "url_guard": node_tools.url_guard}
+    services: dict[str, object] = {
+        "workspace": node_tools.workspace,
+        "url_guard": node_tools.url_guard,
+    }
     executor = NodeExecutor(
         node_tools.registry,
         node_tools.skills,

@@ -49,7 +49,9 @@ class CredentialBackend(AuthenticationBackend):
         if header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
-                raise AuthenticationError("malformed Authorization header; expected 'Bearer <token>'")
+                raise AuthenticationError(
+                    "malformed Authorization header; expected 'Bearer <token>'"
+                )
             cred = _find(token.strip(), self._settings.bearer_tokens)
         elif api_key:
             cred = _find(api_key, self._settings.api_keys)

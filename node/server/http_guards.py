@@ -23,7 +23,8 @@ class JsonRpcContentType:
             content_type = Headers(scope=scope).get("content-type", "")
             if content_type.split(";")[0].strip().lower() not in JSON_TYPES:
                 error = ContentTypeNotSupportedError(
-                    f"content type {content_type or '(none)'!r} is not supported; send application/json"
+                    f"content type {content_type or '(none)'!r} is not supported; "
+                    "send application/json"
                 )
                 response = JSONResponse(build_error_response(None, error), status_code=200)
                 await response(scope, receive, send)

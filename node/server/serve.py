@@ -8,7 +8,9 @@ import uvicorn
 from starlette.types import ASGIApp
 
 
-def make_server(app: ASGIApp, host: str, port: int, *, log_level: str = "warning") -> uvicorn.Server:
+def make_server(
+    app: ASGIApp, host: str, port: int, *, log_level: str = "warning"
+) -> uvicorn.Server:
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on"
     )

@@ -62,11 +62,17 @@ NodeFactory = Callable[..., Any]
 async def start_node(serve: Any, tmp_path: Path) -> NodeFactory:
     """``url = await start_node(store="sqlite", **card_overrides)``."""
 
-    async def start(store: str = "sqlite", env: dict[str, str] | None = None, **overrides: Any) -> str:
+    async def start(
+        store: str = "sqlite", env: dict[str, str] | None = None, **overrides: Any
+    ) -> str:
         card = parse_card(card_data(**overrides), env=env or {})
         url: str = await serve(
             lambda public_url: build_node_app(
-                card, public_url=public_url, data_dir=tmp_path / card.id, store=store, tools=TEST_TOOLS
+                card,
+                public_url=public_url,
+                data_dir=tmp_path / card.id,
+                store=store,
+                tools=TEST_TOOLS,
             )
         )
         return url
@@ -90,5 +96,7 @@ async def make_client(
     http: httpx.AsyncClient, url: str, *, binding: str = "JSONRPC", streaming: bool = False
 ) -> Client:
     card = await A2ACardResolver(http, url).get_agent_card()
-    config = ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding])
+    config = ClientConfig(
+        streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+    )
     return ClientFactory(config).create(card)

@@ -50,8 +50,10 @@ async def test_non_json_content_type_is_content_type_not_supported(node_url, htt
 
 async def test_oversize_body_is_413(start_node, http):
     url = await start_node(limits={"max_body_bytes": 10_000})
-    big = rpc("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER",
-                                          "parts": [{"text": "x" * 20_000}]}})
+    big = rpc(
+        "SendMessage",
+        {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x" * 20_000}]}},
+    )
     response = await http.post(url + "/", json=big, headers=A2A_HEADERS)
     assert response.status_code == 413
     await still_serving(http, url)
@@ -117,8 +119,15 @@ async def test_a_message_to_a_terminal_task_is_refused(node_url, http):
         node_url + "/",
         json=rpc(
             "SendMessage",
-            {"message": {"messageId": "m2", "role": "ROLE_USER", "taskId": done.id,
-                         "contextId": done.context_id, "parts": [{"text": "more"}]}},
+            {
+                "message": {
+                    "messageId": "m2",
+                    "role": "ROLE_USER",
+                    "taskId": done.id,
+                    "contextId": done.context_id,
+                    "parts": [{"text": "more"}],
+                }
+            },
         ),
         headers=A2A_HEADERS,
     )
@@ -132,8 +141,14 @@ async def test_client_ids_longer_than_36_characters_work(node_url, http):
         node_url + "/",
         json=rpc(
             "SendMessage",
-            {"message": {"messageId": "m" * 80, "role": "ROLE_USER", "contextId": "c" * 80,
-                         "parts": [{"data": {"skill": "calculate", "arguments": {"expression": "2"}}}]}},
+            {
+                "message": {
+                    "messageId": "m" * 80,
+                    "role": "ROLE_USER",
+                    "contextId": "c" * 80,
+                    "parts": [{"data": {"skill": "calculate", "arguments": {"expression": "2"}}}],
+                }
+            },
         ),
         headers=A2A_HEADERS,
     )
@@ -145,7 +160,9 @@ async def test_client_ids_longer_than_36_characters_work(node_url, http):
 
 AUTH_ENV = {"ALICE_TOKEN": "alice-token-123", "BOB_KEY": "bob-api-key-456"}
 AUTH = {
-    "bearer_tokens": [{"secret": "${ALICE_TOKEN}", "principal": "alice", "capabilities": ["admin"]}],
+    "bearer_tokens": [
+        {"secret": "${ALICE_TOKEN}", "principal": "alice", "capabilities": ["admin"]}
+    ],
     "api_keys": [{"secret": "${BOB_KEY}", "principal": "bob"}],
 }
 

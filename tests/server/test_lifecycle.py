@@ -163,7 +163,9 @@ async def test_tool_failure_fails_the_task_with_a_readable_reason(node_url, http
 
 
 async def test_large_outputs_are_stored_whole_as_an_artifact(start_node, http):
-    url = await start_node(tools=[{"name": "text_stats"}, {"name": "json_query", "max_output": 100}])
+    url = await start_node(
+        tools=[{"name": "text_stats"}, {"name": "json_query", "max_output": 100}]
+    )
     client = await make_client(http, url)
     data = {"items": list(range(500))}
     task = await send(client, skill_message("json_query", {"expression": "items", "data": data}))

@@ -43,8 +43,17 @@ class NodeProcess:
 
     async def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "node.cli", "serve", str(self.card), "--port", str(self.port),
-             "--data-dir", str(self.data_dir)],
+            [
+                sys.executable,
+                "-m",
+                "node.cli",
+                "serve",
+                str(self.card),
+                "--port",
+                str(self.port),
+                "--data-dir",
+                str(self.data_dir),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -109,12 +118,16 @@ async def test_finished_and_input_required_tasks_survive_a_restart(node_process)
     node_process.stop()
 
 
-async def test_a_task_working_when_the_process_died_is_failed_on_restart(node_process, hanging_site):
+async def test_a_task_working_when_the_process_died_is_failed_on_restart(
+    node_process, hanging_site
+):
     await node_process.start()
     async with NodeClient.connect(node_process.url, streaming=False) as client:
         events = [
-            e async for e in client.events(
-                skill_message("http_fetch", {"url": f"{hanging_site}/hang"}), return_immediately=True
+            e
+            async for e in client.events(
+                skill_message("http_fetch", {"url": f"{hanging_site}/hang"}),
+                return_immediately=True,
             )
         ]
         task_id = events[0].task.id
