@@ -212,6 +212,8 @@ class PeerDirectory:
     def _sync(self, view: dict[str, _Peer]) -> None:
         for pid in set(self._installed) - set(view):
             self._uninstall(pid)
+        for pid in set(self._breakers) - set(view):
+            del self._breakers[pid]
         for pid, peer in view.items():
             fingerprint = (peer.card.SerializeToString(deterministic=True), peer.static)
             installed = self._installed.get(pid)

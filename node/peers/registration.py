@@ -49,6 +49,7 @@ class RegistryLink:
         self.agent_id: str | None = None  # set while registered
         self.registrations = 0
         self.heartbeats = 0
+        self.failures = 0  # failed registrations or heartbeats
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -82,6 +83,7 @@ class RegistryLink:
                 await asyncio.sleep(self.heartbeat_s)
                 await self._heartbeat()
             except (httpx.HTTPError, NodeError, ValueError) as exc:
+                self.failures += 1
                 log.warning("registry %s: %s; retrying in %.1fs", self._agents, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])

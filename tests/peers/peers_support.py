@@ -5,7 +5,7 @@ messages naming the skill in ``metadata["skill"]``):
 
 - ``add``: completes with one data artifact ``{"sum": a + b}``;
 - ``fail``: fails with a status message; ``ask``: goes input-required;
-- ``slow``: never finishes on its own (cancel ends it);
+- ``slow``: works until the hop deadline has passed, then fails (unless cancelled first);
 - ``hops``: completes with the HOP metadata it received;
 - ``shout`` (no published schema): completes with the text upper-cased.
 
@@ -37,12 +37,14 @@ from a2a.types import (
     AgentSkill,
 )
 from google.protobuf import json_format, struct_pb2
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from node.extensions import HOP, SKILL_SCHEMAS
+from node.registry import RegistrySettings, build_registry_app
 
 NUMBER = {"type": "number"}
 SCHEMAS: dict[str, Any] = {
@@ -105,8 +107,10 @@ class PeerExecutor(AgentExecutor):
             await up.failed(up.new_agent_message([new_text_part("boom: b is bad")]))
         elif skill == "ask":
             await up.requires_input(up.new_agent_message([new_text_part("need 'b'")]))
-        elif skill == "slow":
-            await asyncio.sleep(60)
+        elif skill == "slow":  # like a well-behaved node: works until the hop deadline, then fails
+            deadline = metadata.get(HOP, {}).get("deadline", time.time() + 10)
+            await asyncio.sleep(max(0.0, deadline - time.time()) + 0.05)
+            await up.failed(up.new_agent_message([new_text_part("deadline passed")]))
         elif skill == "hops":
             await up.add_artifact([new_data_part(metadata.get(HOP))], name="hops")
             await up.complete()
@@ -219,7 +223,14 @@ def url_of(sock: socket.socket) -> str:
 @contextlib.asynccontextmanager
 async def running(app: ASGIApp, sock: socket.socket) -> AsyncIterator[str]:
     """Serve ``app`` on ``sock`` with uvicorn until the block ends; yield the base URL."""
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, ws="none")
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=2,
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     deadline = time.monotonic() + 10
@@ -233,7 +244,6 @@ async def running(app: ASGIApp, sock: socket.socket) -> AsyncIterator[str]:
         yield url_of(sock)
     finally:
         server.should_exit = True
-        server.force_exit = True  # do not wait for open keep-alive or SSE connections
         await asyncio.wait_for(task, timeout=10)
 
 
@@ -259,3 +269,14 @@ class Peer:
 
 
 PeerFactory = Callable[..., Awaitable[Peer]]
+
+
+REGISTRY_TOKEN = "reg-token"
+
+
+def registry_app(db_path: str) -> ASGIApp:
+    """node.registry's real app: SQLite in ``db_path``, writes need REGISTRY_TOKEN."""
+    settings = RegistrySettings(
+        db=db_path, token=SecretStr(REGISTRY_TOKEN), allow_cidrs=("127.0.0.0/8",)
+    )
+    return build_registry_app(settings)

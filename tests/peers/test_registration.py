@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from peers_support import (
+    REGISTRY_TOKEN,
+    Peer,
+    PeerFactory,
+    eventually,
+    free_socket,
+    registry_app,
+    running,
+)
+
+from node.peers.registration import RegistryLink
+
+AUTH = {"Authorization": f"Bearer {REGISTRY_TOKEN}"}
+
+
+@pytest.fixture
+async def registry_url(tmp_path: Path) -> AsyncIterator[str]:
+    async with running(registry_app(str(tmp_path / "r.db")), free_socket()) as url:
+        yield url
+
+
+def link(http: httpx.AsyncClient, registry: str, peer: Peer, **kw: float) -> RegistryLink:
+    card_url = f"{peer.url}/.well-known/agent-card.json"
+    kw.setdefault("backoff_initial_s", 0.01)
+    kw.setdefault("backoff_max_s", 0.05)
+    return RegistryLink(http, registry, REGISTRY_TOKEN, card_url, heartbeat_s=0.02, **kw)
+
+
+async def test_registers_then_heartbeats(
+    http: httpx.AsyncClient, start_peer: PeerFactory, registry_url: str
+) -> None:
+    b = await start_peer()
+    registration = link(http, registry_url, b)
+    registration.start()
+    await eventually(lambda: registration.heartbeats >= 2)
+    assert registration.agent_id == "b"
+    entry = (await http.get(f"{registry_url}/v1/agents/b")).json()
+    assert entry["healthy"] is True
+    await registration.aclose()
+
+
+async def test_registers_again_when_the_registry_forgot_it(
+    http: httpx.AsyncClient, start_peer: PeerFactory, registry_url: str
+) -> None:
+    b = await start_peer()
+    registration = link(http, registry_url, b)
+    registration.start()
+    await eventually(lambda: registration.registrations == 1)
+    response = await http.delete(f"{registry_url}/v1/agents/b", headers=AUTH)
+    assert response.status_code == 204
+    await eventually(lambda: registration.registrations == 2)
+    assert (await http.get(f"{registry_url}/v1/agents/b")).status_code == 200
+    await registration.aclose()
+
+
+async def test_deregisters_on_close(
+    http: httpx.AsyncClient, start_peer: PeerFactory, registry_url: str
+) -> None:
+    b = await start_peer()
+    registration = link(http, registry_url, b)
+    registration.start()
+    await eventually(lambda: registration.agent_id is not None)
+    await registration.aclose()
+    assert registration.agent_id is None
+    assert (await http.get(f"{registry_url}/v1/agents/b")).status_code == 404
+
+
+async def test_keeps_trying_while_the_registry_is_down(
+    start_peer: PeerFactory, tmp_path: Path
+) -> None:
+    b = await start_peer()
+    sock = free_socket()  # the registry's port: refuses connections until the registry starts
+    attempts: list[httpx.Request] = []
+
+    async def count(request: httpx.Request) -> None:
+        attempts.append(request)
+
+    async with httpx.AsyncClient(event_hooks={"request": [count]}) as http:
+        registry = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        registration = link(http, registry, b)
+        registration.start()
+        await eventually(lambda: len(attempts) >= 3)
+        assert registration.agent_id is None
+        async with running(registry_app(str(tmp_path / "r.db")), sock):
+            await eventually(lambda: registration.agent_id == "b")
+            await registration.aclose()
+
+
+async def test_wrong_token_is_never_registered(
+    http: httpx.AsyncClient, start_peer: PeerFactory, registry_url: str
+) -> None:
+    b = await start_peer()
+    card_url = f"{b.url}/.well-known/agent-card.json"
+    registration = RegistryLink(
+        http, registry_url, lambda: "wrong", card_url, 0.02, backoff_initial_s=0.01
+    )
+    registration.start()
+    await eventually(lambda: registration.failures >= 2)
+    assert registration.agent_id is None
+    await registration.aclose()
