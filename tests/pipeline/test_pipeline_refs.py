@@ -7,7 +7,13 @@ import pytest
 from node.errors import ToolError
 from node.pipeline.refs import Ref, compile_arguments, parse_pointer, references, resolve
 
-INPUT = {"q": "cats", "n": 3, "flag": False, "opts": {"a/b": 1, "m~n": 2}, "list": [10, 20]}
+INPUT: dict[str, Any] = {
+    "q": "cats",
+    "n": 3,
+    "flag": False,
+    "opts": {"a/b": 1, "m~n": 2},
+    "list": [10, 20],
+}
 STEPS: dict[str, Any] = {"fetch": {"items": [{"url": "u0"}, {"url": "u1"}], "total": 2.5}}
 
 

@@ -12,7 +12,7 @@ from node.tooling import Tool, ToolContext, ToolRegistry, ToolRunner, tool
 WAIT = 2.0  # seconds a test waits for something that should happen at once
 
 
-def make_spec(steps: list[dict[str, Any]], **extra: Any) -> PipelineSpec:
+def make_spec(steps: list[Any], **extra: Any) -> PipelineSpec:
     return PipelineSpec.model_validate(
         {"id": "pipe", "description": "A test pipeline.", "steps": steps, **extra}
     )
