@@ -15,24 +15,12 @@ from pathlib import Path
 from node.card import SkillSpec
 from node.config import NodeCard, ToolRef
 from node.errors import ConfigError
+from node.pipeline import pipeline_tool
 from node.tooling import Tool, ToolRegistry
+from node.tooling.declared import declared_tool
 from node.tooling.guards.paths import Workspace
 from node.tooling.guards.urls import UrlGuard
-
-
-def discover_tools() -> dict[str, Tool]:  # TEMPORARY until node.tooling.loader lands
-    import importlib
-    import pkgutil
-
-    import tools as package
-
-    found: dict[str, Tool] = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"tools.{info.name}")
-        for value in vars(module).values():
-            if isinstance(value, Tool):
-                found[str(value.name)] = value
-    return found
+from node.tooling.loader import discover_tools
 
 
 @dataclass(slots=True)
@@ -92,9 +80,9 @@ def assemble_tools(card: NodeCard, data_dir: Path, extra_tools: Iterable[Tool] =
             raise ConfigError(f"card {card.id!r}: unknown tool {ref.name!r}")
         registry.register(_apply(found, ref))
     for spec in card.declared_tools:
-        from node.tooling.declared import declared_tool
-
         registry.register(declared_tool(spec.model_dump(exclude_none=True)))
+    for pipeline in card.pipelines:
+        registry.register(pipeline_tool(pipeline, registry))
     root = data_dir / card.workspace.root
     root.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(root, read_roots=card.workspace.read_roots)

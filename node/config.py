@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
+from node.pipeline.spec import PipelineSpec
 from node.tooling.tool import TOOL_NAME_PATTERN
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -142,7 +143,7 @@ class NodeCard(_Model):
     icon_url: str | None = None
     tools: list[str | ToolRef] = Field(default_factory=list)
     declared_tools: list[DeclaredTool] = Field(default_factory=list)
-    pipelines: list[dict[str, Any]] = Field(default_factory=list)
+    pipelines: list[PipelineSpec] = Field(default_factory=list)
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: Limits = Field(default_factory=Limits)

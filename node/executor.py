@@ -154,7 +154,7 @@ class NodeExecutor(AgentExecutor):
             await updater.reject(self._say(updater, str(exc)))
             return
 
-        ctx = self._tool_context(context, metadata, hop)
+        ctx = self._tool_context(context, metadata, hop, updater)
         missing = self._missing_capabilities(calls, ctx.capabilities)
         if missing:
             await updater.reject(
@@ -227,7 +227,11 @@ class NodeExecutor(AgentExecutor):
         return missing
 
     def _tool_context(
-        self, context: RequestContext, metadata: Mapping[str, Any], hop: Any
+        self,
+        context: RequestContext,
+        metadata: Mapping[str, Any],
+        hop: Any,
+        updater: TaskUpdater,
     ) -> ToolContext:
         call_context = context.call_context
         user = call_context.user if call_context else None
@@ -252,5 +256,8 @@ class NodeExecutor(AgentExecutor):
                 "max_hops": self._settings.max_hops,
                 "message_metadata": dict(metadata),
                 "hop": hop,
+                "progress": lambda text: updater.update_status(
+                    TaskState.TASK_STATE_WORKING, self._say(updater, text)
+                ),
             },
         )
