@@ -6,7 +6,17 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import AgentCard
-from peers_support import Flaky, PeerFactory, RequireToken, free_socket, peer_card, url_of
+from peers_support import (
+    Flaky,
+    PeerFactory,
+    Recorder,
+    RequireToken,
+    free_socket,
+    peer_app,
+    peer_card,
+    running,
+    url_of,
+)
 
 from node.errors import ErrorKind, PeerError, ToolError
 from node.extensions import HOP
@@ -204,3 +214,19 @@ async def test_bearer_token_is_sent_from_its_source(
         await skill_tool(http, peer.card, "add").execute({"a": 1, "b": 1}, ctx())
     tool = skill_tool(http, peer.card, "add", token=lambda: "s3cret")
     assert await tool.execute({"a": 1, "b": 1}, ctx()) == {"sum": 2}
+
+
+async def test_breaker_lets_a_trial_through_after_the_cooldown(http: httpx.AsyncClient) -> None:
+    now = [0.0]
+    sock = free_socket()  # the peer is down first, then starts on the same port
+    card = peer_card(url_of(sock))
+    breaker = CircuitBreaker(failures=1, cooldown_s=10, clock=lambda: now[0])
+    tool = skill_tool(http, card, "add", breaker=breaker, retries=1)
+    with pytest.raises(PeerError, match="unreachable"):
+        await tool.execute({"a": 1, "b": 2}, ctx())
+    async with running(peer_app(card, Recorder()), sock):
+        with pytest.raises(PeerError, match="circuit open"):
+            await tool.execute({"a": 1, "b": 2}, ctx())
+        now[0] += 10
+        assert await tool.execute({"a": 1, "b": 2}, ctx()) == {"sum": 3}
+        assert breaker.state == "closed"
