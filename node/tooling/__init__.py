@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from node.tooling.budget import CostBudget
 from node.tooling.context import ToolContext
+from node.tooling.declared import CommandTool, HttpTool, declared_tool
 from node.tooling.function_tool import FunctionTool, tool
+from node.tooling.loader import (
+    build_registry,
+    discover_tools,
+    load_builtin_tools,
+    load_plugin_tools,
+)
 from node.tooling.registry import (
     FilteredRegistry,
     PreparedCall,
@@ -20,9 +27,11 @@ from node.tooling.tool import Tool
 
 __all__ = [
     "ArgumentSchema",
+    "CommandTool",
     "CostBudget",
     "FilteredRegistry",
     "FunctionTool",
+    "HttpTool",
     "OutputSink",
     "PreparedCall",
     "Tool",
@@ -35,6 +44,11 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolRunner",
+    "build_registry",
     "compile_schema",
+    "declared_tool",
+    "discover_tools",
+    "load_builtin_tools",
+    "load_plugin_tools",
     "tool",
 ]

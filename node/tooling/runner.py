@@ -113,7 +113,12 @@ class ToolRunner:
             if self._on_event is not None:
                 await self._emit(ToolEvent("started", call))
             output = await self._execute(tool, prepared.arguments, ctx)
-            result = await self._success(call, tool, output, start)
+            output, text = _text_form(output)
+            if len(text) <= tool.max_output:
+                result = ToolResult(call.id, call.name, True, output, None, None,
+                                    perf_counter() - start, _text=text)  # fmt: skip
+            else:
+                result = await self._truncated(call, tool.max_output, text, start)
         except ToolError as exc:
             result = ToolResult.failure(call, exc.kind, str(exc), perf_counter() - start)
         except Exception as exc:
@@ -144,18 +149,7 @@ class ToolRunner:
                 raise ToolTimeout(f"{tool.name} timed out after {timeout:g} s") from None
             raise
 
-    async def _success(self, call: ToolCall, tool: Tool, output: Any, start: float) -> ToolResult:
-        if isinstance(output, str):
-            text = output
-        else:
-            try:
-                text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
-            except (TypeError, ValueError):
-                output = text = to_text(output)  # not JSON data: return its text form
-        limit = tool.max_output
-        if len(text) <= limit:
-            return ToolResult(call.id, call.name, True, output, None, None, perf_counter() - start,
-                              _text=text)  # fmt: skip
+    async def _truncated(self, call: ToolCall, limit: int, text: str, start: float) -> ToolResult:
         ref = None
         if self._sink is not None:
             try:
@@ -173,3 +167,14 @@ class ToolRunner:
             await self._on_event(event)
         except Exception:
             logger.exception("tool event callback failed on %s %s", event.kind, event.tool)
+
+
+def _text_form(output: Any) -> tuple[Any, str]:
+    """``(output, text)``; an output that is not JSON data is replaced by its text."""
+    if isinstance(output, str):
+        return output, output
+    try:
+        return output, json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        text = to_text(output)
+        return text, text

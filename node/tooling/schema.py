@@ -299,18 +299,21 @@ _SCALAR_CASTS: tuple[tuple[str, Caster], ...] = (
 )
 
 
-def _value_plan(schema: Any, root: dict[str, Any], seen: frozenset[str]) -> Caster | None:
-    """A caster for one value, or ``None`` when the schema asks for nothing castable."""
+Plan = tuple[tuple[type, ...], Caster]  # (types that need no cast, caster)
+
+
+def _value_plan(schema: Any, root: dict[str, Any], seen: frozenset[str]) -> Plan | None:
+    """How to cast one value, or ``None`` when the schema asks for nothing castable."""
     forms = _forms(schema, root, seen)
-    types = _type_set(forms)
     for form, form_seen in forms:
         nested = _object_plan(form, root, form_seen)
         if nested is not None:
-            return lambda value: nested(value) if isinstance(value, dict) else value
+            return (), nested
     for form, form_seen in forms:
         item = _value_plan(form["items"], root, form_seen) if "items" in form else None
         if item is not None:
-            return lambda value: _cast_list(value, item) if isinstance(value, list) else value
+            return (), _list_caster(*item)
+    types = _type_set(forms)
     accepted = tuple(t for name in types for t in _PY_TYPES.get(name, ()))
     casts = [cast for name, cast in _SCALAR_CASTS if name in types]
     if "string" in types:  # a string is already valid: only non-strings may become strings
@@ -327,29 +330,44 @@ def _value_plan(schema: Any, root: dict[str, Any], seen: frozenset[str]) -> Cast
                 return new
         return value
 
-    return cast_scalar
+    return accepted, cast_scalar
 
 
-def _cast_list(values: list[Any], item: Caster) -> list[Any]:
-    cast = [item(value) for value in values]
-    return values if all(a is b for a, b in zip(cast, values, strict=True)) else cast
+def _list_caster(fast: tuple[type, ...], item: Caster) -> Caster:
+    def cast_list(values: Any) -> Any:
+        if type(values) is not list:
+            return values
+        out = values
+        for index, value in enumerate(values):
+            if type(value) in fast:
+                continue
+            new = item(value)
+            if new is not value:
+                if out is values:
+                    out = list(values)
+                out[index] = new
+        return out
+
+    return cast_list
 
 
 def _object_plan(
     schema: dict[str, Any], root: dict[str, Any], seen: frozenset[str]
-) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+) -> Caster | None:
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return None
-    plan: dict[str, tuple[tuple[type, ...], Caster]] = {}
+    plan: dict[str, Plan] = {}
     for key, sub in properties.items():
-        caster = _value_plan(sub, root, seen)
-        if caster is not None:
-            plan[key] = (_fast_types(sub, root, seen), caster)
+        entry = _value_plan(sub, root, seen)
+        if entry is not None:
+            plan[key] = entry
     if not plan:
         return None
 
-    def cast_object(arguments: dict[str, Any]) -> dict[str, Any]:
+    def cast_object(arguments: Any) -> Any:
+        if type(arguments) is not dict:
+            return arguments
         out = arguments
         for key, value in arguments.items():
             entry = plan.get(key)
@@ -363,11 +381,3 @@ def _object_plan(
         return out
 
     return cast_object
-
-
-def _fast_types(schema: Any, root: dict[str, Any], seen: frozenset[str]) -> tuple[type, ...]:
-    """Exact Python types that need no cast for ``schema`` (a per-call shortcut)."""
-    forms = _forms(schema, root, seen)
-    if any("properties" in form or "items" in form for form, _ in forms):
-        return ()
-    return tuple(t for name in _type_set(forms) for t in _PY_TYPES.get(name, ()))
