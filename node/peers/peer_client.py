@@ -21,12 +21,13 @@ is reachable. Auth is a bearer token per peer, sent as a call-scoped header (``C
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 from a2a.client import A2AClientTimeoutError, ClientCallContext, ClientConfig, ClientFactory
@@ -212,10 +213,11 @@ class PeerClient:
             if progress.task is not None:  # the peer holds the task: poll it, never send twice
                 return progress.task
             events = self._client.send_message(request, context=self._context(deadline, headers))
-            async for event in events:
-                if event.HasField("message"):
-                    return event.message
-                progress.task = _apply(progress.task, event)
+            async with contextlib.aclosing(cast(AsyncGenerator[StreamResponse, None], events)):
+                async for event in events:
+                    if event.HasField("message"):
+                        return event.message
+                    progress.task = _apply(progress.task, event)
             if progress.task is None:
                 raise ValueError("the answer holds neither a task nor a message")
             return progress.task

@@ -8,7 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
-from peers_support import (
+from starlette.types import ASGIApp
+
+from tests.peers.peers_support import (
     Peer,
     PeerFactory,
     Recorder,
@@ -18,7 +20,6 @@ from peers_support import (
     running,
     url_of,
 )
-from starlette.types import ASGIApp
 
 
 @pytest.fixture

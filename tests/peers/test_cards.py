@@ -4,11 +4,11 @@ import httpx
 import pytest
 from a2a.types import AgentCapabilities, AgentCard, AgentExtension
 from google.protobuf import json_format, struct_pb2
-from peers_support import SCHEMAS, PeerFactory, free_socket, peer_card, url_of
 
 from node.errors import PeerError
 from node.extensions import HOP
 from node.peers.cards import CardFetcher, agent_id, card_url, skill_schemas
+from tests.peers.peers_support import SCHEMAS, PeerFactory, free_socket, peer_card, url_of
 
 
 def test_card_url_accepts_a_base_or_a_card_url() -> None:

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from peers_support import (
+
+from node.errors import PeerError
+from node.peers.directory import PeerDirectory
+from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer
+from node.tooling.context import ToolContext
+from node.tooling.registry import ToolRegistry
+from tests.peers.peers_support import (
     REGISTRY_TOKEN,
     PeerFactory,
     Recorder,
@@ -19,12 +25,6 @@ from peers_support import (
     running,
     url_of,
 )
-
-from node.errors import PeerError
-from node.peers.directory import PeerDirectory
-from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer
-from node.tooling.context import ToolContext
-from node.tooling.registry import ToolRegistry
 
 B_TOOLS = {"b__add", "b__fail", "b__ask", "b__slow", "b__hops", "b__shout"}
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from peers_support import (
+
+from node.peers.registration import RegistryLink
+from tests.peers.peers_support import (
     REGISTRY_TOKEN,
     Peer,
     PeerFactory,
@@ -14,8 +16,6 @@ from peers_support import (
     registry_app,
     running,
 )
-
-from node.peers.registration import RegistryLink
 
 AUTH = {"Authorization": f"Bearer {REGISTRY_TOKEN}"}
 

@@ -6,7 +6,15 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import AgentCard
-from peers_support import (
+
+from node.errors import ErrorKind, PeerError, ToolError
+from node.extensions import HOP
+from node.peers.breaker import CircuitBreaker
+from node.peers.cards import CardFetcher
+from node.peers.peer_client import PeerClient
+from node.peers.remote_tool import DEFAULT_PARAMETERS, RemoteSkillTool, tool_name
+from node.tooling.context import ToolContext
+from tests.peers.peers_support import (
     Flaky,
     PeerFactory,
     Recorder,
@@ -17,14 +25,6 @@ from peers_support import (
     running,
     url_of,
 )
-
-from node.errors import ErrorKind, PeerError, ToolError
-from node.extensions import HOP
-from node.peers.breaker import CircuitBreaker
-from node.peers.cards import CardFetcher
-from node.peers.peer_client import PeerClient
-from node.peers.remote_tool import DEFAULT_PARAMETERS, RemoteSkillTool, tool_name
-from node.tooling.context import ToolContext
 
 
 def skill_tool(
