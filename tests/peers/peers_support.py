@@ -109,7 +109,7 @@ class PeerExecutor(AgentExecutor):
             await up.requires_input(up.new_agent_message([new_text_part("need 'b'")]))
         elif skill == "slow":  # like a well-behaved node: works until the hop deadline, then fails
             deadline = metadata.get(HOP, {}).get("deadline", time.time() + 10)
-            await asyncio.sleep(max(0.0, deadline - time.time()) + 0.05)
+            await asyncio.sleep(max(0.0, deadline - time.time()) + 0.5)
             await up.failed(up.new_agent_message([new_text_part("deadline passed")]))
         elif skill == "hops":
             await up.add_artifact([new_data_part(metadata.get(HOP))], name="hops")
