@@ -3,17 +3,22 @@
 Entries are kept in one sorted list of keys ``(casefolded name, id)`` — the stable order pages
 follow — plus inverted sets by skill id and by tag. A search intersects the sets it can, then walks
 the keys from the page cursor, filtering by text and by a caller-supplied predicate (health).
+
+Free text is matched with ``str.find`` over one string holding every entry's searchable text in
+key order (rebuilt lazily after a change of names, skills or membership; heartbeats don't touch
+it), so a query that matches nothing scans 10,000 entries at C speed rather than in a loop.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from node.registry.records import AgentRecord
 
 Key = tuple[str, str]
+_FIELD, _ROW = "\x00", "\x01"  # separators; never part of a needle
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +36,11 @@ def _haystack(record: AgentRecord) -> str:
     parts = [record.name, record.description]
     for s in record.skills:
         parts.extend((s.id, s.name, s.description, *s.tags))
-    return "\x00".join(parts).casefold()
+    return _FIELD.join(parts).casefold().replace(_ROW, " ")
 
 
 class AgentIndex:
-    """Records by id, ordered by (name, id), with skill and tag lookups."""
+    """Records by id, ordered by (name, id), with skill, tag and text lookups."""
 
     def __init__(self) -> None:
         self._rows: dict[str, _Row] = {}
@@ -43,6 +48,7 @@ class AgentIndex:
         self._by_skill: dict[str, set[str]] = {}
         self._by_tag: dict[str, set[str]] = {}
         self._by_url: dict[str, str] = {}
+        self._text: tuple[str, list[int]] | None = None  # all haystacks, start of each
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -59,6 +65,10 @@ class AgentIndex:
 
     def put(self, record: AgentRecord) -> None:
         """Add or replace ``record`` (and any entry holding the same card URL)."""
+        old = self._rows.get(record.id)
+        if old is not None and _same_index_entry(old.record, record):
+            self._rows[record.id] = _Row(record, old.key, old.haystack)  # e.g. a heartbeat
+            return
         self.remove(record.id)
         if (other := self._by_url.get(record.card_url)) is not None:
             self.remove(other)
@@ -70,6 +80,7 @@ class AgentIndex:
             self._by_skill.setdefault(skill.id, set()).add(record.id)
             for tag in skill.tags:
                 self._by_tag.setdefault(tag, set()).add(record.id)
+        self._text = None
 
     def remove(self, agent_id: str) -> AgentRecord | None:
         row = self._rows.pop(agent_id, None)
@@ -81,6 +92,7 @@ class AgentIndex:
             _discard(self._by_skill, skill.id, agent_id)
             for tag in skill.tags:
                 _discard(self._by_tag, tag, agent_id)
+        self._text = None
         return row.record
 
     def search(
@@ -99,13 +111,18 @@ class AgentIndex:
             if value is not None:
                 found = table.get(value, set())
                 candidates = found if candidates is None else candidates & found
+        needle = q.casefold() if q else None
+        if needle is not None and (_FIELD in needle or _ROW in needle):
+            return [], None
         keys = self._keys
         if candidates is not None and len(candidates) * 8 < len(keys):
-            keys = sorted(self._rows[i].key for i in candidates)
-        needle = q.casefold() if q else None
+            keys = sorted(self._rows[i].key for i in candidates)  # few: check each one
         start = bisect_right(keys, after) if after is not None else 0
-        found_rows: list[_Row] = []
-        for index in range(start, len(keys)):
+        positions: Iterable[int] = range(start, len(keys))
+        if needle is not None and keys is self._keys:
+            positions, needle = self._text_matches(needle, start), None
+        rows: list[_Row] = []
+        for index in positions:
             row = self._rows[keys[index][1]]
             if candidates is not None and row.record.id not in candidates:
                 continue
@@ -113,10 +130,39 @@ class AgentIndex:
                 continue
             if accept is not None and not accept(row.record):
                 continue
-            if len(found_rows) == limit:
-                return [r.record for r in found_rows], found_rows[-1].key
-            found_rows.append(row)
-        return [r.record for r in found_rows], None
+            if len(rows) == limit:
+                return [r.record for r in rows], rows[-1].key
+            rows.append(row)
+        return [r.record for r in rows], None
+
+    def _text_matches(self, needle: str, start: int) -> Iterator[int]:
+        """Positions in ``_keys`` (from ``start``) whose haystack contains ``needle``, in order."""
+        if self._text is None:
+            haystacks = [self._rows[key[1]].haystack for key in self._keys]
+            starts, offset = [], 0
+            for haystack in haystacks:
+                starts.append(offset)
+                offset += len(haystack) + 1
+            self._text = (_ROW.join(haystacks), starts)
+        text, starts = self._text
+        if start >= len(starts):
+            return
+        pos = starts[start]
+        while (found := text.find(needle, pos)) >= 0:
+            index = bisect_right(starts, found) - 1
+            yield index
+            if index + 1 >= len(starts):
+                return
+            pos = starts[index + 1]
+
+
+def _same_index_entry(a: AgentRecord, b: AgentRecord) -> bool:
+    return (a.name, a.description, a.card_url, a.skills) == (
+        b.name,
+        b.description,
+        b.card_url,
+        b.skills,
+    )
 
 
 def _discard(table: dict[str, set[str]], value: str, agent_id: str) -> None:
