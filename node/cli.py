@@ -278,7 +278,10 @@ def _client_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="a2a-node", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="a2a-node",
+        description="Serve A2A nodes and their registry, talk to nodes, inspect cards.",
+    )
     parser.add_argument("--log-level", default="warning")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -336,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capability", action="append", default=[])
     p.add_argument("--data-dir")
     p.set_defaults(run=lambda a: asyncio.run(_call(a)))
+
+    from node.cli_network import add_network_commands
+
+    add_network_commands(sub)
     return parser
 
 
