@@ -1,0 +1,51 @@
+"""The served agent card: interfaces, skills with input schemas, caching headers."""
+
+from __future__ import annotations
+
+import httpx
+from a2a.client import A2ACardResolver
+
+from node import extensions
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+async def test_card_lists_interfaces_and_one_skill_per_public_tool(node_url, http):
+    card = await A2ACardResolver(http, node_url).get_agent_card()
+    bindings = {i.protocol_binding: i.url for i in card.supported_interfaces}
+    assert bindings == {"JSONRPC": f"{node_url}/", "HTTP+JSON": f"{node_url}/rest"}
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
+    assert card.capabilities.streaming
+    skills = {s.id for s in card.skills}
+    assert {"calculate", "text_stats", "json_query", "slow", "admin_only"} <= skills
+    assert "secret_helper" not in skills
+
+
+async def test_card_publishes_each_skills_input_schema_through_an_extension(node_url, http):
+    body = (await http.get(node_url + CARD_PATH)).json()
+    (ext,) = [e for e in body["capabilities"]["extensions"] if e["uri"] == extensions.SKILL_SCHEMAS]
+    assert ext["params"]["agent_id"] == "test-node"
+    schema = ext["params"]["schemas"]["calculate"]
+    assert schema["type"] == "object" and schema["required"] == ["expression"]
+
+
+async def test_card_is_cacheable_with_etag_and_last_modified(node_url, http):
+    first = await http.get(node_url + CARD_PATH)
+    assert first.status_code == 200
+    assert "max-age" in first.headers["cache-control"]
+    assert first.headers["last-modified"].endswith("GMT")
+    again = await http.get(node_url + CARD_PATH, headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304
+
+
+async def test_public_url_is_what_the_card_advertises(tmp_path):
+    from node.config import parse_card
+    from node.server.app import build_node_app
+
+    card = parse_card({"id": "p", "name": "P", "description": "d", "tools": ["calculate"]}, env={})
+    app = build_node_app(card, public_url="https://node.example.test/base", data_dir=tmp_path)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+        body = (await client.get(CARD_PATH)).json()
+    urls = [i["url"] for i in body["supportedInterfaces"]]
+    assert urls == ["https://node.example.test/base/", "https://node.example.test/base/rest"]
