@@ -18,6 +18,7 @@ in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import types
@@ -136,13 +137,16 @@ class FunctionTool(Tool):
         group: str = "local",
     ) -> None:
         self.function = function
-        self.name = name or function.__name__
+        self.name = name or str(getattr(function, "__name__", type(function).__name__))
         self.read_only, self.exclusive = read_only, exclusive
         self.timeout, self.max_output, self.cost = timeout, max_output, cost
         self.requires = frozenset(requires)
         self.scope, self.group = scope, group
         self.tags, self.examples = tuple(tags), tuple(examples)
-        self._is_async = inspect.iscoroutinefunction(function)
+        call = getattr(function, "__call__", None)  # noqa: B004 - async callable objects too
+        self._is_async = inspect.iscoroutinefunction(function) or (
+            not inspect.isroutine(function) and inspect.iscoroutinefunction(call)
+        )
         summary, param_docs = parse_docstring(function.__doc__)
         self.description = description or summary or self.name
         self.parameters, self._context_param, self._converters = self._build(param_docs)
@@ -158,8 +162,13 @@ class FunctionTool(Tool):
         self, param_docs: Mapping[str, str]
     ) -> tuple[dict[str, Any], str | None, dict[str, TypeAdapter[Any]]]:
         try:
+            target = self.function
+            if isinstance(target, functools.partial):
+                target = target.func
+            elif not inspect.isroutine(target):
+                target = type(target).__call__  # a callable object
             hints = typing.get_type_hints(
-                self.function, localns={"ToolContext": ToolContext}, include_extras=True
+                target, localns={"ToolContext": ToolContext}, include_extras=True
             )
         except Exception as exc:
             raise ConfigError(f"tool {self.name!r}: cannot resolve type hints: {exc}") from exc

@@ -253,8 +253,8 @@ def _as_object(raw: Any) -> dict[str, Any]:
         return {}
     if isinstance(raw, str | bytes):
         try:
-            raw = json.loads(raw)
-        except ValueError as exc:
+            raw = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
             raise _bad(f"arguments are not valid JSON: {exc}") from None
         if raw is None:
             return {}
@@ -263,6 +263,10 @@ def _as_object(raw: Any) -> dict[str, Any]:
     if isinstance(raw, Mapping):
         return dict(raw)
     raise _bad(f"arguments must be a JSON object, got {_json_kind(raw)}")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _json_kind(value: Any) -> str:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import threading
 from typing import Annotated, Any
 
@@ -217,3 +218,25 @@ def test_parse_docstring_sections() -> None:
     )
     assert description == "Summary line.\n\nBody text."
     assert params == {"path": "Where.", "rest": "The others."}
+
+
+class Doubler:
+    """Double a number (an async callable object)."""
+
+    async def __call__(self, x: int) -> int:
+        return 2 * x
+
+
+async def test_async_callable_objects_are_awaited_not_threaded() -> None:
+    made = FunctionTool(Doubler(), name="double")
+    assert made.description == "Double a number (an async callable object)."
+    assert await made.execute({"x": 2}, ToolContext()) == 4
+
+
+async def test_partials_keep_the_unbound_parameters() -> None:
+    async def scale(x: int, factor: int) -> int:
+        return x * factor
+
+    made = FunctionTool(functools.partial(scale, factor=3), name="triple")
+    assert made.parameters["required"] == ["x"]
+    assert await made.execute({"x": 2}, ToolContext()) == 6

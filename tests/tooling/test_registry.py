@@ -144,6 +144,8 @@ def test_empty_arguments_become_an_empty_object(raw: Any) -> None:
     ("raw", "message"),
     [
         ('{"text": ', "not valid JSON"),
+        ('{"text": "a", "times": NaN}', "NaN is not a JSON number"),
+        ("[" * 100_000, "not valid JSON"),
         ("[1, 2]", "got an array"),
         ([1, 2], "got an array"),
         ("5", "got a number"),
