@@ -149,35 +149,43 @@ def _build_message(args: argparse.Namespace) -> Any:
 
 
 async def _send(args: argparse.Namespace) -> int:
-    from node.client import NodeClient, apply_event, status_text
+    """Send, then follow the task: over SSE (default) or by polling (``--poll``)."""
+    from a2a.types import Task
+
+    from node.client import INTERRUPTED, TERMINAL, NodeClient, apply_event, status_text
 
     message = _build_message(args)
     async with NodeClient.connect(
-        args.url, token=_token(args), api_key=args.api_key, timeout=args.timeout
+        args.url,
+        token=_token(args),
+        api_key=args.api_key,
+        timeout=args.timeout,
+        streaming=not (args.poll or args.no_wait),
     ) as node:
-        if args.no_wait:
-            async for event in node.events(message, return_immediately=True):
-                task = apply_event(type(event.task)(), event)
-                print(task.id)
-                return 0
-        from a2a.types import Task
-
-        task = Task()
         last = ""
-        async for event in node.events(message):
-            task = apply_event(task, event)
+
+        def show(task: Task) -> None:
+            nonlocal last
             text = status_text(task)
             if text and text != last and task.status.state == TaskState.TASK_STATE_WORKING:
                 print(f"  … {text}", file=sys.stderr)
                 last = text
-        if task.id and task.status.state not in (
-            TaskState.TASK_STATE_COMPLETED,
-            TaskState.TASK_STATE_FAILED,
-            TaskState.TASK_STATE_CANCELED,
-            TaskState.TASK_STATE_REJECTED,
-            TaskState.TASK_STATE_INPUT_REQUIRED,
-        ):
-            task = await node.wait(task.id, timeout=args.timeout)
+
+        task = Task()
+        immediately = args.poll or args.no_wait
+        async for event in node.events(message, return_immediately=immediately):
+            task = apply_event(task, event)
+            show(task)
+        if args.no_wait:
+            print(task.id)
+            return 0
+        deadline = asyncio.get_running_loop().time() + args.timeout
+        while task.id and task.status.state not in TERMINAL | INTERRUPTED:
+            if asyncio.get_running_loop().time() > deadline:
+                raise CliError(f"task {task.id} still running after {args.timeout:g}s")
+            await asyncio.sleep(0.1)
+            task = await node.get(task.id)
+            show(task)
         return _print_task(task)
 
 
@@ -304,7 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skill")
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--data", help="a JSON data part, e.g. '{\"calls\": [...]}'")
-    p.add_argument("--no-wait", action="store_true", help="print the task id and return")
+    follow = p.add_mutually_exclusive_group()
+    follow.add_argument("--no-wait", action="store_true", help="print the task id and return")
+    follow.add_argument("--poll", action="store_true", help="poll for progress instead of SSE")
+    follow.add_argument("--stream", action="store_true", help="follow over SSE (the default)")
     p.add_argument("--timeout", type=float, default=120.0)
     _client_options(p)
     p.set_defaults(run=lambda a: asyncio.run(_send(a)))
