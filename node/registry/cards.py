@@ -47,6 +47,8 @@ def check_card_url(url: object) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidUrl(f"card_url must be an absolute http(s) URL, got {url[:200]!r}")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidUrl("card_url must not carry credentials (user:password@)")
     if len(url) > MAX_URL_LENGTH:
         raise InvalidUrl(f"card_url is longer than {MAX_URL_LENGTH} characters")
     return url

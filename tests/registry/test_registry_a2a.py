@@ -109,3 +109,17 @@ async def test_bad_requests_are_rejected(a2a_client: Client, request_data: dict[
     task = await send(a2a_client, new_data_part(request_data))
     assert task.status.state == TaskState.TASK_STATE_REJECTED
     assert task.status.message.parts[0].text
+
+
+async def test_rest_binding_answers_under_a2a_rest(client: httpx.AsyncClient, card_server) -> None:
+    url = card_server.put_card("/a.json", "Adder", skills=[card_server.skill("add", "math")])
+    await client.post("/v1/agents", json={"card_url": url})
+    body = {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "add"}]}}
+    response = await client.post(
+        "/a2a/rest/message:send", json=body, headers={"A2A-Version": "1.0"}
+    )
+    assert response.status_code == 200, response.text
+    task = response.json()["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"][0]["data"]["agents"][0]["id"] == "adder"
+    assert (await client.get("/v1/agents/adder")).status_code == 200  # /v1 still routed first

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -125,6 +127,16 @@ async def test_eviction_deletes_from_the_database(make_client, card_server, cloc
     clock.now -= 91  # a new process whose clock says the entry would still be fresh
     async with make_client() as client:
         assert (await client.get("/v1/agents")).json()["agents"] == []
+
+
+async def test_the_background_sweep_evicts_without_reads(make_client, card_server, clock) -> None:
+    async with make_client(sweep_interval_s=0.01) as client:
+        await register(client, card_server.put_card("/a.json", "Alpha"))
+        clock.advance(91)
+        deadline = time.monotonic() + 5
+        while (await client.get("/healthz")).json()["agents"] != 0:
+            assert time.monotonic() < deadline, "the sweep never ran"
+            await asyncio.sleep(0.01)
 
 
 async def test_registrations_survive_a_restart(make_client, card_server) -> None:

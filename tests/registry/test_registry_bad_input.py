@@ -34,6 +34,7 @@ async def assert_empty(client: httpx.AsyncClient) -> None:
         (b'{"card_url": "ftp://127.0.0.1/card.json"}', "invalid_url"),
         (b'{"card_url": "file:///etc/passwd"}', "invalid_url"),
         (b'{"card_url": "/relative/card.json"}', "invalid_url"),
+        (b'{"card_url": "http://user:pw@127.0.0.1/card.json"}', "invalid_url"),
     ],
 )
 async def test_bad_register_bodies_are_400(
