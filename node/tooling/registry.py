@@ -72,7 +72,7 @@ class ToolDefinition:
     policy: ToolPolicy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PreparedCall:
     """A tool and arguments that passed its schema: ready to run."""
 
@@ -280,10 +280,7 @@ def _json_kind(value: Any) -> str:
 
 
 def _prepare(entry: _Entry, raw_arguments: Any) -> PreparedCall:
-    arguments = _as_object(raw_arguments)
-    if entry.unwrap and len(arguments) == 1 and "arguments" in arguments:
+    arguments = raw_arguments if type(raw_arguments) is dict else _as_object(raw_arguments)
+    if entry.unwrap and "arguments" in arguments and len(arguments) == 1:
         arguments = _as_object(arguments["arguments"])
-    schema = entry.schema
-    arguments = schema.cast(arguments)
-    schema.validate(arguments)
-    return PreparedCall(entry.tool, arguments)
+    return PreparedCall(entry.tool, entry.schema.check(arguments))

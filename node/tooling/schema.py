@@ -60,12 +60,23 @@ class ArgumentSchema:
         _check_refs(plain)
         self.schema: dict[str, Any] = plain
         self._validator = _compile(json.dumps(plain, sort_keys=True))
-        self._plan = _object_plan(plain, plain, frozenset())
+        self._plan = _Planner(plain).object(plain, frozenset())
 
     def cast(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Return ``arguments`` with safe scalars cast; a new dict only when something changed."""
         plan = self._plan
         return arguments if plan is None else plan(arguments)  # type: ignore[no-any-return]
+
+    def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``cast`` then ``validate`` in one step (the registry's hot path)."""
+        plan = self._plan
+        if plan is not None:
+            arguments = plan(arguments)
+        try:
+            self._validator(arguments)
+        except fastjsonschema.JsonSchemaValueException as exc:
+            raise InvalidArguments(describe_error(exc, self.schema)) from None
+        return arguments
 
     def validate(self, arguments: Any) -> None:
         """Raise :class:`InvalidArguments` naming the first offending path."""
@@ -302,35 +313,71 @@ _SCALAR_CASTS: tuple[tuple[str, Caster], ...] = (
 Plan = tuple[tuple[type, ...], Caster]  # (types that need no cast, caster)
 
 
-def _value_plan(schema: Any, root: dict[str, Any], seen: frozenset[str]) -> Plan | None:
-    """How to cast one value, or ``None`` when the schema asks for nothing castable."""
-    forms = _forms(schema, root, seen)
-    for form, form_seen in forms:
-        nested = _object_plan(form, root, form_seen)
-        if nested is not None:
-            return (), nested
-    for form, form_seen in forms:
-        item = _value_plan(form["items"], root, form_seen) if "items" in form else None
-        if item is not None:
-            return (), _list_caster(*item)
-    types = _type_set(forms)
-    accepted = tuple(t for name in types for t in _PY_TYPES.get(name, ()))
-    casts = [cast for name, cast in _SCALAR_CASTS if name in types]
-    if "string" in types:  # a string is already valid: only non-strings may become strings
-        casts = [_to_str]
-    if not casts:
-        return None
+class _Planner:
+    """Builds casting plans for one schema; each ``$ref`` target is planned once (recursion ok)."""
 
-    def cast_scalar(value: Any) -> Any:
-        if type(value) is bool or isinstance(value, accepted):  # never bool → int or string
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.refs: dict[str, Plan | None] = {}
+        self.building: set[str] = set()
+
+    def value(self, schema: Any, seen: frozenset[str]) -> Plan | None:
+        """How to cast one value, or ``None`` when the schema asks for nothing castable."""
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if isinstance(ref, str):
+            if ref in self.refs:
+                return self.refs[ref]
+            if ref in self.building:  # a recursive schema: look the plan up when it runs
+                return (), lambda value: _apply(self.refs.get(ref), value)
+            self.building.add(ref)
+            self.refs[ref] = plan = self._value(schema, seen)
+            self.building.discard(ref)
+            return plan
+        return self._value(schema, seen)
+
+    def _value(self, schema: Any, seen: frozenset[str]) -> Plan | None:
+        forms = _forms(schema, self.root, seen)
+        for form, form_seen in forms:
+            nested = self.object(form, form_seen)
+            if nested is not None:
+                return (), nested
+        for form, form_seen in forms:
+            item = self.value(form["items"], form_seen) if "items" in form else None
+            if item is not None:
+                return (), _list_caster(*item)
+        types = _type_set(forms)
+        accepted = tuple(t for name in types for t in _PY_TYPES.get(name, ()))
+        casts = [cast for name, cast in _SCALAR_CASTS if name in types]
+        if "string" in types:  # a string is already valid: only non-strings may become strings
+            casts = [_to_str]
+        if not casts:
+            return None
+
+        def cast_scalar(value: Any) -> Any:
+            if type(value) is bool or isinstance(value, accepted):  # never bool → int or string
+                return value
+            for cast in casts:
+                new = cast(value)
+                if new is not value:
+                    return new
             return value
-        for cast in casts:
-            new = cast(value)
-            if new is not value:
-                return new
-        return value
 
-    return accepted, cast_scalar
+        return accepted, cast_scalar
+
+    def object(self, schema: dict[str, Any], seen: frozenset[str]) -> Caster | None:
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return None
+        plan: dict[str, Plan] = {}
+        for key, sub in properties.items():
+            entry = self.value(sub, seen)
+            if entry is not None:
+                plan[key] = entry
+        return _object_caster(plan) if plan else None
+
+
+def _apply(plan: Plan | None, value: Any) -> Any:
+    return value if plan is None or type(value) in plan[0] else plan[1](value)
 
 
 def _list_caster(fast: tuple[type, ...], item: Caster) -> Caster:
@@ -351,20 +398,7 @@ def _list_caster(fast: tuple[type, ...], item: Caster) -> Caster:
     return cast_list
 
 
-def _object_plan(
-    schema: dict[str, Any], root: dict[str, Any], seen: frozenset[str]
-) -> Caster | None:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return None
-    plan: dict[str, Plan] = {}
-    for key, sub in properties.items():
-        entry = _value_plan(sub, root, seen)
-        if entry is not None:
-            plan[key] = entry
-    if not plan:
-        return None
-
+def _object_caster(plan: dict[str, Plan]) -> Caster:
     def cast_object(arguments: Any) -> Any:
         if type(arguments) is not dict:
             return arguments

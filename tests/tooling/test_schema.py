@@ -179,8 +179,10 @@ def test_recursive_refs_compile_and_validate() -> None:
             },
         }
     )
-    arguments = {"root": {"value": "1", "children": [{"value": 2}]}}
-    assert tree.cast(arguments)["root"]["value"] == 1
+    arguments = {"root": {"value": "1", "children": [{"value": 2, "children": [{"value": "3"}]}]}}
+    assert tree.cast(arguments) == {
+        "root": {"value": 1, "children": [{"value": 2, "children": [{"value": 3}]}]}
+    }
     with pytest.raises(InvalidArguments, match=r"root.children\[0\].children\[0\].value"):
         tree.validate({"root": {"children": [{"children": [{"value": "x"}]}]}})
 
