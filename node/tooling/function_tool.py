@@ -147,10 +147,11 @@ class FunctionTool(Tool):
         self._is_async = inspect.iscoroutinefunction(function) or (
             not inspect.isroutine(function) and inspect.iscoroutinefunction(call)
         )
-        summary, param_docs = parse_docstring(function.__doc__)
+        documented = function.func if isinstance(function, functools.partial) else function
+        summary, param_docs = parse_docstring(documented.__doc__)
         self.description = description or summary or self.name
         self.parameters, self._context_param, self._converters = self._build(param_docs)
-        self.__doc__ = function.__doc__
+        self.__doc__ = documented.__doc__
         self.__wrapped__ = function
 
     @classmethod

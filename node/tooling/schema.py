@@ -91,11 +91,27 @@ def compile_schema(schema: Mapping[str, Any]) -> ArgumentSchema:
     return ArgumentSchema(schema)
 
 
+class _NoRemoteRefs(dict[str, Callable[[str], Any]]):
+    """fastjsonschema ``handlers`` that refuse every URI scheme (it would fetch otherwise)."""
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+
+def _refuse_remote(uri: str) -> Any:
+    raise fastjsonschema.JsonSchemaDefinitionException(f"remote reference {uri!r} refused")
+
+
 @lru_cache(maxsize=512)
 def _compile(canonical: str) -> Callable[[Any], Any]:
     """Identical schemas (every peer tool's ``{text, data}``) share one compiled validator."""
     try:
-        return fastjsonschema.compile(json.loads(canonical), use_default=False)  # type: ignore[no-any-return]
+        return fastjsonschema.compile(  # type: ignore[no-any-return]
+            json.loads(canonical), handlers=_NoRemoteRefs(), use_default=False
+        )
     except fastjsonschema.JsonSchemaDefinitionException as exc:
         raise ConfigError(f"invalid JSON Schema: {exc}") from exc
 

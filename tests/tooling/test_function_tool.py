@@ -235,8 +235,10 @@ async def test_async_callable_objects_are_awaited_not_threaded() -> None:
 
 async def test_partials_keep_the_unbound_parameters() -> None:
     async def scale(x: int, factor: int) -> int:
+        """Scale a number."""
         return x * factor
 
     made = FunctionTool(functools.partial(scale, factor=3), name="triple")
+    assert made.description == "Scale a number."
     assert made.parameters["required"] == ["x"]
     assert await made.execute({"x": 2}, ToolContext()) == 6

@@ -202,3 +202,13 @@ def test_the_compiled_schema_is_a_private_copy() -> None:
     schema = compile_schema(original)
     original["properties"]["a"]["type"] = "string"
     assert schema.cast({"a": "1"}) == {"a": 1}
+
+
+def test_ids_cannot_turn_a_local_ref_into_a_fetch() -> None:
+    schema = {
+        "$id": "http://127.0.0.1:9/root.json",
+        "type": "object",
+        "properties": {"a": {"$id": "http://127.0.0.1:9/a.json", "$ref": "#/missing"}},
+    }
+    with pytest.raises(ConfigError, match="invalid JSON Schema"):
+        compile_schema(schema)
