@@ -50,11 +50,19 @@ agents = Table(
 )
 
 
+def async_url(url: str) -> str:
+    """``postgresql://`` / ``postgres://`` → ``postgresql+asyncpg://`` (the driver we ship)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        return f"postgresql+asyncpg://{rest}"
+    return url
+
+
 class AgentStore:
     """Reads and writes :class:`AgentRecord` rows. Open before use, close when done."""
 
     def __init__(self, url: str) -> None:
-        self._url = make_url(url)
+        self._url = make_url(async_url(url))
         self._engine: AsyncEngine | None = None
 
     async def open(self) -> None:

@@ -7,14 +7,12 @@ import os
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from node.registry.store import metadata
+from node.registry.store import async_url, metadata
 
-PG_URL = os.environ.get("A2A_NODE_TEST_PG_URL", "")
+PG_URL = async_url(os.environ.get("A2A_NODE_TEST_PG_URL", ""))
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(not PG_URL, reason="A2A_NODE_TEST_PG_URL is not set"),
-]
+# Collected only when a PostgreSQL URL is given (see collect_ignore in conftest.py).
+pytestmark = [pytest.mark.postgres]
 
 
 @pytest.fixture
