@@ -1,0 +1,290 @@
+"""The network commands of ``a2a-node``: ``registry``, ``agents`` and ``up``.
+
+``node.cli.build_parser`` calls :func:`add_network_commands`; ``python -m node.cli_network``
+runs these three commands alone (and hands any other command to ``node.cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from node.errors import ConfigError, NodeError
+
+__all__ = ["add_network_commands", "format_table", "main"]
+
+DEFAULT_REGISTRY_PORT = 8090
+TOKEN_ENV_DEFAULT = "A2A_NODE_REGISTRY_TOKEN"
+NETWORK_COMMANDS = frozenset({"registry", "agents", "up"})
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns, two spaces apart."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    lines = [headers, *rows]
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- registry ---------------------------------------------------------------------------------
+
+
+def cmd_registry(args: argparse.Namespace) -> int:
+    from pydantic import SecretStr, ValidationError
+
+    from node.registry import RegistrySettings, serve_registry
+
+    token: SecretStr | None = None
+    if args.token_env:
+        value = os.environ.get(args.token_env, "").strip()
+        if not value:
+            raise ConfigError(
+                f"environment variable {args.token_env} (the registry token) is unset"
+            )
+        token = SecretStr(value)
+    if token is None and not _is_loopback(args.host) and not args.insecure:
+        raise ConfigError(
+            f"refusing to bind {args.host} with open writes; pass --token-env NAME or --insecure"
+        )
+    try:
+        settings = RegistrySettings(
+            host=args.host,
+            port=args.port,
+            public_url=args.public_url,
+            db=args.db,
+            token=token,
+            ttl_s=args.ttl,
+            evict_after_s=args.evict_after,
+            sweep_interval_s=args.sweep_interval,
+            allow_cidrs=tuple(args.allow_cidr),
+        )
+    except ValidationError as exc:
+        raise ConfigError(
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        ) from exc
+    asyncio.run(serve_registry(settings))
+    return 0
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+def _base_url(card_url: str) -> str:
+    return card_url.removesuffix("/.well-known/agent-card.json")
+
+
+def list_agents(
+    registry_url: str,
+    *,
+    skill: str | None = None,
+    tag: str | None = None,
+    q: str | None = None,
+    healthy_only: bool = True,
+    token: str | None = None,
+    page_size: int = 100,
+    max_pages: int = 100,
+) -> list[dict[str, Any]]:
+    """Every agent matching the filters, following ``next_page_token`` (at most ``max_pages``)."""
+    import httpx
+
+    params: dict[str, Any] = {"skill": skill, "tag": tag, "q": q, "page_size": page_size}
+    if healthy_only:
+        params["healthy"] = "true"
+    params = {k: v for k, v in params.items() if v is not None}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = registry_url.rstrip("/") + "/v1/agents"
+    agents: list[dict[str, Any]] = []
+    with httpx.Client(timeout=10.0, headers=headers) as http:
+        for _ in range(max_pages):
+            try:
+                response = http.get(url, params=params)
+            except httpx.HTTPError as exc:
+                raise NodeError(f"cannot reach the registry at {registry_url}: {exc}") from exc
+            if response.status_code != 200:
+                raise NodeError(f"registry answered {response.status_code}: {response.text[:300]}")
+            body = response.json()
+            agents.extend(body.get("agents", []))
+            if not body.get("next_page_token"):
+                break
+            params["page_token"] = body["next_page_token"]
+    return agents
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    agents = list_agents(
+        args.registry_url,
+        skill=args.skill,
+        tag=args.tag,
+        q=args.q,
+        healthy_only=not args.all,
+        token=args.token or os.environ.get(TOKEN_ENV_DEFAULT) or None,
+    )
+    if not agents:
+        print("no agents match", file=sys.stderr)
+        return 0
+    rows = [
+        [
+            str(a.get("id", "")),
+            str(a.get("name", "")),
+            _base_url(str(a.get("card_url", ""))),
+            ", ".join(str(s.get("id")) for s in a.get("skills", [])),
+            "yes" if a.get("healthy") else "no",
+        ]
+        for a in agents
+    ]
+    print(format_table(["ID", "NAME", "URL", "SKILLS", "HEALTHY"], rows))
+    return 0
+
+
+# -- up ---------------------------------------------------------------------------------------
+
+
+def _example(network: Any, views: Sequence[Any]) -> str:
+    urls = {v.name: v.url for v in views}
+    urls |= {"registry": network.registry_url, "site": network.site_url or ""}
+    if network.spec.example:
+        with contextlib.suppress(KeyError, ValueError, IndexError):
+            return str(network.spec.example.format_map(urls))
+    first = next((v for v in views if v.skills), None)
+    return f"a2a-node send {first.url} --skill {first.skills[0]}" if first else ""
+
+
+def _print_up(network: Any, views: Sequence[Any]) -> None:
+    from node.network.launcher import TOKEN_ENV, mask
+
+    print(f"registry  {network.registry_url}  (token {mask(network.token)} in ${TOKEN_ENV})")
+    if network.site_url:
+        print(f"site      {network.site_url}/")
+    print()
+    rows = [[v.name, v.url, ", ".join(v.skills)] for v in views]
+    print(format_table(["NAME", "URL", "SKILLS"], rows))
+    print()
+    example = _example(network, views)
+    if example:
+        print(f"try:   {example}")
+    print(f"       a2a-node agents {network.registry_url}")
+    print(f"logs:  {network.run_dir}/*.log    Ctrl-C stops every process.", flush=True)
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from node.network.launcher import Network
+    from node.network.spec import load_spec
+
+    spec_path = Path(args.spec)
+    spec = load_spec(spec_path)
+    if args.timeout is not None:
+        spec = spec.model_copy(update={"startup_timeout_s": args.timeout})
+    network = Network(spec, spec_dir=spec_path.parent, run_dir=Path(args.run_dir))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():  # a second signal: no more waiting
+            network.kill()
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        print(
+            f"starting {len(network.members)} processes (logs in {network.run_dir}) …", flush=True
+        )
+        starting = asyncio.create_task(network.start())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()  # start() stops what it started before it ends
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            print("stopped before the network was up", file=sys.stderr)
+            return 0
+        stopped.cancel()
+        _print_up(network, starting.result())
+        await stop.wait()
+        print("stopping …", file=sys.stderr, flush=True)
+        await network.stop()
+        print("all processes stopped", file=sys.stderr)
+        return 0
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def add_network_commands(subparsers: Any) -> None:
+    """Register ``registry``, ``agents`` and ``up`` on an argparse sub-parsers action."""
+    p = subparsers.add_parser("registry", help="run the registry service")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=DEFAULT_REGISTRY_PORT)
+    p.add_argument("--db", default="registry.db", help="SQLite file or postgresql+asyncpg://…")
+    p.add_argument("--token-env", metavar="NAME", help="environment variable with the write token")
+    p.add_argument("--allow-cidr", action="append", default=[], help="card fetches may reach CIDR")
+    p.add_argument("--ttl", type=float, default=30.0, help="seconds a heartbeat keeps one healthy")
+    p.add_argument("--evict-after", type=float, help="seconds before a silent agent is removed")
+    p.add_argument("--sweep-interval", type=float, help="seconds between eviction sweeps")
+    p.add_argument("--public-url", help="base URL published in the registry's own card")
+    p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind, open writes")
+    p.set_defaults(run=cmd_registry)
+
+    p = subparsers.add_parser("agents", help="search a registry's agents")
+    p.add_argument("registry_url")
+    p.add_argument("--skill")
+    p.add_argument("--tag")
+    p.add_argument("--q", help="free text")
+    p.add_argument("--all", action="store_true", help="unhealthy agents too")
+    p.add_argument("--token", help=f"read token (default: ${TOKEN_ENV_DEFAULT})")
+    p.set_defaults(run=cmd_agents)
+
+    p = subparsers.add_parser("up", help="start a local network and stay in the foreground")
+    p.add_argument("spec", nargs="?", default="deploy/local.yaml")
+    p.add_argument("--run-dir", default=".a2a-node/run", help="logs, databases, node data")
+    p.add_argument("--timeout", type=float, help="seconds to wait for the network to be up")
+    p.set_defaults(run=lambda a: asyncio.run(_up(a)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m node.cli_network``: the network commands; anything else goes to node.cli."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    words = [a for i, a in enumerate(args_list) if i == 0 or args_list[i - 1] != "--log-level"]
+    command = next((a for a in words if not a.startswith("-")), None)
+    if command not in NETWORK_COMMANDS:
+        from node.cli import main as cli_main
+
+        return cli_main(args_list)
+    parser = argparse.ArgumentParser(prog="a2a-node")
+    parser.add_argument("--log-level", default="warning")
+    add_network_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(args_list)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code: int = args.run(args)
+        return code
+    except NodeError as exc:
+        print(f"a2a-node: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
