@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,7 @@ async def make_client(
         streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
     )
     return ClientFactory(config).create(card)
+
+
+# The PostgreSQL node test runs only when scripts/test (or the caller) provides a server.
+collect_ignore = [] if os.environ.get("A2A_NODE_TEST_PG_URL") else ["test_postgres_node.py"]
