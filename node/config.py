@@ -129,6 +129,11 @@ class ServerSettings(_Model):
     store: str = "sqlite"  # "memory", "sqlite", "sqlite:///path.db", "postgresql://..."
     data_dir: str = ".a2a-node"
     card_cache_s: int = Field(default=300, ge=0)
+    recover_interrupted: bool = Field(
+        default=True,
+        description="At start, fail tasks a dead process left working. Turn off when several "
+        "replicas share one PostgreSQL store (a starting replica would fail its peers' tasks).",
+    )
 
 
 class NodeCard(_Model):

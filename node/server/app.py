@@ -131,7 +131,8 @@ def build_node_app(
             initialize = getattr(task_store, "initialize", None)
             if initialize is not None:
                 await initialize()
-            state.recovered = await fail_interrupted(task_store)
+            if card.server.recover_interrupted:
+                state.recovered = await fail_interrupted(task_store)
             if state.recovered:
                 log.warning("marked %d interrupted task(s) failed: node restarted", state.recovered)
             state.peers = PeerDirectory.from_settings(
