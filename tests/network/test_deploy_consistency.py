@@ -1,0 +1,124 @@
+"""deploy/: compose.yaml, k8s/ and local.yaml agree with the cards in cards/ (static checks)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from node.config import load_card
+from node.network.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+SPEC = load_spec(DEPLOY / "local.yaml")
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("deploy_generate", DEPLOY / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+NODES = {  # card id → (port, card file)
+    load_card(DEPLOY / n.card).id: (n.port, (DEPLOY / n.card).resolve()) for n in SPEC.nodes
+}
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+K8S = {  # (kind, name) → object, for every object in deploy/k8s (the kustomization has no name)
+    (d["kind"], d.get("metadata", {}).get("name", "")): d
+    for p in (DEPLOY / "k8s").glob("*.yaml")
+    for d in _docs(p)
+}
+COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))["services"]
+
+
+def test_generated_files_are_up_to_date() -> None:
+    rendered = GEN.render()
+    for rel, text in rendered.items():
+        assert (ROOT / rel).read_text(encoding="utf-8") == text, f"run deploy/generate.py: {rel}"
+    on_disk = {p.relative_to(ROOT) for p in (DEPLOY / "k8s").iterdir()}
+    assert on_disk == {rel for rel in rendered if rel.parts[:2] == ("deploy", "k8s")}
+
+
+def test_every_card_is_in_the_network_or_excluded_with_a_reason() -> None:
+    for card_file in sorted((ROOT / "cards").glob("*.yaml")):
+        assert card_file.stem in NODES or GEN.EXCLUDED.get(card_file.stem), card_file.name
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_local_yaml_ports_match_the_cards(node_id: str) -> None:
+    port, card_file = NODES[node_id]
+    assert load_card(card_file).server.port == port
+    assert card_file.stem == node_id
+
+
+def test_local_network_has_its_demo_site_and_web_may_reach_it() -> None:
+    assert SPEC.site is not None
+    assert len(list((DEPLOY / SPEC.site.dir).glob("*.html"))) >= 2
+    web = next(n for n in SPEC.nodes if Path(n.card).stem == "web")
+    assert "127.0.0.0/8" in web.allow_cidrs
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
+    port, card_file = NODES[node_id]
+    service = COMPOSE[node_id]
+    command = service["command"]
+    assert command[:2] == ["serve", f"{GEN.CARD_DIR}/{node_id}.yaml"]
+    assert command[command.index("--port") + 1] == str(port)
+    assert command[command.index("--registry") + 1] == f"http://registry:{SPEC.registry.port}"
+    assert service["volumes"] == [f"../cards/{card_file.name}:{GEN.CARD_DIR}/{node_id}.yaml:ro"]
+    assert service["ports"] == [f"127.0.0.1:{port}:{port}"]
+    assert f"127.0.0.1:{port}/healthz" in service["healthcheck"]["test"][-1]
+    assert (DEPLOY / service["build"]["dockerfile"].removeprefix("deploy/")).is_file()
+    assert service["environment"][GEN.TOKEN_ENV].startswith("${" + GEN.TOKEN_ENV)
+
+
+def test_compose_has_the_registry_postgres_and_redis() -> None:
+    assert set(COMPOSE) == {"registry", "postgres", "redis", *NODES}
+    registry = COMPOSE["registry"]
+    port = SPEC.registry.port
+    assert registry["command"][registry["command"].index("--port") + 1] == str(port)
+    assert f"127.0.0.1:{port}/healthz" in registry["healthcheck"]["test"][-1]
+    init = (DEPLOY / "postgres-init.sql").read_text(encoding="utf-8")
+    assert all(f"CREATE DATABASE a2a_{n.replace('-', '_')} " in init for n in NODES)
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_k8s_has_a_configmap_deployment_and_service_per_card(node_id: str) -> None:
+    port, card_file = NODES[node_id]
+    configmap = K8S[("ConfigMap", f"{node_id}-card")]
+    assert configmap["data"] == {f"{node_id}.yaml": card_file.read_text(encoding="utf-8")}
+    deployment = K8S[("Deployment", node_id)]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert container["args"][:2] == ["serve", f"{GEN.CARD_DIR}/{node_id}.yaml"]
+    assert container["args"][container["args"].index("--port") + 1] == str(port)
+    assert container["ports"] == [{"name": "http", "containerPort": port}]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["card"]["configMap"]["name"] == f"{node_id}-card"
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    )
+    service = K8S[("Service", node_id)]
+    assert service["spec"]["ports"][0]["port"] == port
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_k8s_registry_and_kustomization_list_every_object() -> None:
+    assert K8S[("Service", "registry")]["spec"]["ports"][0]["port"] == SPEC.registry.port
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    listed = {Path(r).stem for r in kustomization["resources"]}
+    assert listed == {"registry", *NODES}
