@@ -60,21 +60,24 @@ class ToolRunner:
         return (await self.run([ToolCall(name, arguments)], ctx or ToolContext()))[0]
 
     async def run(self, calls: Sequence[ToolCall], ctx: ToolContext) -> list[ToolResult]:
-        """Run ``calls``; return one result per call, in call order."""
+        """Run ``calls``; return one result per call, in call order.
+
+        Every call is prepared (name, arguments, capabilities) before any of them runs.
+        """
+        prepared = [self._prepare(call, ctx) for call in calls]
         results: list[ToolResult | None] = [None] * len(calls)
         batch: list[tuple[int, ToolCall, PreparedCall]] = []
-        for index, call in enumerate(calls):
-            prepared = self._prepare(call, ctx)
-            if isinstance(prepared, ToolResult):
-                results[index] = prepared
+        for index, (call, ready) in enumerate(zip(calls, prepared, strict=True)):
+            if isinstance(ready, ToolResult):
+                results[index] = ready
                 if self._on_event is not None:
-                    await self._emit(ToolEvent("finished", call, prepared))
-            elif prepared.tool.concurrency_safe:
-                batch.append((index, call, prepared))
+                    await self._emit(ToolEvent("finished", call, ready))
+            elif ready.tool.concurrency_safe:
+                batch.append((index, call, ready))
             else:
                 await self._run_batch(batch, results, ctx)
                 batch = []
-                results[index] = await self._call(call, prepared, ctx)
+                results[index] = await self._call(call, ready, ctx)
         await self._run_batch(batch, results, ctx)
         return cast(list[ToolResult], results)
 
@@ -121,6 +124,13 @@ class ToolRunner:
                 result = await self._truncated(call, tool.max_output, text, start)
         except ToolError as exc:
             result = ToolResult.failure(call, exc.kind, str(exc), perf_counter() - start)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # a real cancellation of this run: propagate (and drain)
+            logger.warning("tool %s raised CancelledError without being cancelled", call.name)
+            message = "the tool's work was cancelled"
+            result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
         except Exception as exc:
             logger.exception("tool %s raised", call.name)
             message = f"{type(exc).__name__}: {exc}"

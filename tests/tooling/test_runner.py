@@ -362,3 +362,19 @@ async def test_events_report_start_and_finish_and_callback_errors_are_contained(
 
 async def test_empty_batch() -> None:
     assert await make_runner().run([], ToolContext()) == []
+
+
+async def test_a_stray_cancelled_error_from_a_tool_is_a_result_not_a_cancellation() -> None:
+    @tool(read_only=True)
+    async def stray(n: int) -> int:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return await future  # raises CancelledError though nobody cancelled the run
+
+    runner = make_runner(stray)
+    single = await runner.run_one("stray", {"n": 1})
+    assert single.error_kind is ErrorKind.EXECUTION
+    both = await runner.run(
+        [ToolCall("stray", {"n": 1}), ToolCall("stray", {"n": 2})], ToolContext()
+    )
+    assert [r.error_kind for r in both] == [ErrorKind.EXECUTION, ErrorKind.EXECUTION]
