@@ -12,8 +12,10 @@ import contextlib
 import ipaddress
 import logging
 import os
+import shlex
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -167,7 +169,7 @@ def _example(network: Any, views: Sequence[Any]) -> str:
     return f"a2a-node send {first.url} --skill {first.skills[0]}" if first else ""
 
 
-def _print_up(network: Any, views: Sequence[Any]) -> None:
+def _print_up(network: Any, views: Sequence[Any], example: str) -> None:
     from node.network.launcher import TOKEN_ENV, mask
 
     print(f"registry  {network.registry_url}  (token {mask(network.token)} in ${TOKEN_ENV})")
@@ -177,11 +179,37 @@ def _print_up(network: Any, views: Sequence[Any]) -> None:
     rows = [[v.name, v.url, ", ".join(v.skills)] for v in views]
     print(format_table(["NAME", "URL", "SKILLS"], rows))
     print()
-    example = _example(network, views)
     if example:
         print(f"try:   {example}")
     print(f"       a2a-node agents {network.registry_url}")
     print(f"logs:  {network.run_dir}/*.log    Ctrl-C stops every process.", flush=True)
+
+
+async def _demo(example: str, timeout_s: float = 60.0) -> None:
+    """Run the example command once the network can serve it (peers are discovered by polling)."""
+    argv = shlex.split(example)
+    if argv[:1] == ["a2a-node"]:
+        argv = [sys.executable, "-m", "node.cli", *argv[1:]]
+    print(f"\n$ {example}", flush=True)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        text = out.decode(errors="replace")
+        if "not available" not in text or time.monotonic() > deadline:
+            print(text, end="", flush=True)
+            return
+        await asyncio.sleep(0.5)  # a node has not yet discovered the peer it needs
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -192,7 +220,8 @@ async def _up(args: argparse.Namespace) -> int:
     spec = load_spec(spec_path)
     if args.timeout is not None:
         spec = spec.model_copy(update={"startup_timeout_s": args.timeout})
-    network = Network(spec, spec_dir=spec_path.parent, run_dir=Path(args.run_dir))
+    level = getattr(args, "log_level", "warning")
+    network = Network(spec, spec_dir=spec_path.parent, run_dir=Path(args.run_dir), log_level=level)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -217,7 +246,14 @@ async def _up(args: argparse.Namespace) -> int:
             print("stopped before the network was up", file=sys.stderr)
             return 0
         stopped.cancel()
-        _print_up(network, starting.result())
+        views = starting.result()
+        example = _example(network, views)
+        _print_up(network, views, example)
+        if args.demo and example:
+            demo, waiter = asyncio.create_task(_demo(example)), asyncio.create_task(stop.wait())
+            await asyncio.wait({demo, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            demo.cancel()
+            waiter.cancel()
         await stop.wait()
         print("stopping …", file=sys.stderr, flush=True)
         await network.stop()
@@ -259,6 +295,7 @@ def add_network_commands(subparsers: Any) -> None:
     p.add_argument("spec", nargs="?", default="deploy/local.yaml")
     p.add_argument("--run-dir", default=".a2a-node/run", help="logs, databases, node data")
     p.add_argument("--timeout", type=float, help="seconds to wait for the network to be up")
+    p.add_argument("--demo", action="store_true", help="once up, run the example command")
     p.set_defaults(run=lambda a: asyncio.run(_up(a)))
 
 

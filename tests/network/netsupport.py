@@ -25,7 +25,7 @@ from node.network.children import Child
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 CARDS = ROOT / "cards"
-CLI = [sys.executable, "-m", "node.cli_network"]  # node.cli once it registers the network commands
+CLI = [sys.executable, "-m", "node.cli"]
 TOKEN_ENV = "A2A_NODE_REGISTRY_TOKEN"
 TOKEN = "test-registry-token-0123456789"
 
