@@ -268,3 +268,19 @@ async def test_free_models_charge_nothing(dialect: Dialect, model: Model, http: 
     outcome = await planner.run("go", registry, runner, ToolContext(budget=budget))
 
     assert (outcome.answer, outcome.steps, budget.spent) == ("hi", 1, 0.0)
+
+
+async def test_a_failing_progress_callback_does_not_stop_the_loop(
+    dialect: Dialect, model: Model, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+):
+    async def progress(text: str) -> None:
+        raise RuntimeError("the event queue is gone")
+
+    scripted, _ = model
+    scripted.then(dialect.reply("fine"))
+    planner, registry, runner = setup(dialect, model, http)
+
+    outcome = await planner.run("go", registry, runner, ToolContext(), progress=progress)
+
+    assert outcome.answer == "fine"
+    assert "progress callback failed" in caplog.text
