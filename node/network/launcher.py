@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from node.config import load_card
-from node.errors import NodeError
+from node.errors import ConfigError, NodeError
 from node.network.children import Child
 from node.network.spec import NetworkSpec, NodeSpec
 from node.peers.registry_client import search_agents
@@ -140,6 +140,10 @@ class Network:
             self.members.append(self.site)
         self.nodes = [self._node(n, spec_dir, cli, child) for n in spec.nodes]
         self.members += self.nodes
+        names = [m.child.name for m in self.members]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # names pick log files and data directories
+            raise ConfigError(f"names used twice: {', '.join(twice)}; give the nodes a 'name'")
 
     def _node(
         self,

@@ -58,3 +58,11 @@ def test_a_table_aligns_its_columns() -> None:
         "data         http://a",
         "coordinator  http://b",
     ]
+
+
+def test_two_nodes_may_not_share_a_name(tmp_path: Path) -> None:
+    card = ROOT / "cards" / "data.yaml"
+    nodes = f"[{{card: {card}, port: 9001}}, {{card: {card}, port: 9002}}]"
+    spec = load_spec(_write(tmp_path, f"registry: {{port: 9000}}\nnodes: {nodes}\n"))
+    with pytest.raises(ConfigError, match="names used twice: data"):
+        Network(spec, spec_dir=tmp_path, run_dir=tmp_path)
