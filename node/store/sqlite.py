@@ -1,34 +1,46 @@
-"""SqliteTaskStore: the default durable task store, one SQLite file.
+"""SqliteTaskStore: the default durable task store, one SQLite file in WAL mode.
 
-One ``sqlite3`` connection in WAL mode; a save is one upsert of the serialised task
-(``Task.SerializeToString()``) into ``tasks(owner, id, context_id, state, ts_ns, data)``. Owner
-scoping is the SDK's: the owner comes from ``owner_resolver(context)`` and another owner's task is
-invisible. ``ListTasks`` follows the SDK's semantics (see :mod:`node.store.sql`).
+A save is one upsert of the serialised task (``Task.SerializeToString()``) into
+``tasks(owner, id, context_id, state, ts_ns, data)``. Owner scoping is the SDK's: the owner comes
+from ``owner_resolver(context)`` and another owner's task is invisible. ``ListTasks`` follows the
+SDK's semantics (see :mod:`node.store.sql`).
 
-Durability (each ``save()`` is committed before it returns):
+Durability: ``save()`` returns once its transaction is committed.
 
-- ``synchronous="NORMAL"`` (default): a commit is written to the WAL but not fsynced. A crash of
-  the *process* loses nothing that was acknowledged; a power loss or OS crash may lose the
-  transactions committed since the last checkpoint's fsync (the file stays consistent).
-- ``synchronous="FULL"``: the WAL is fsynced at every commit; a power loss loses nothing
-  acknowledged, at roughly 2-3x the cost of a save.
+- ``synchronous="NORMAL"`` (default): commits are written to the WAL, not fsynced. A crash of the
+  node *process* loses nothing acknowledged; a power loss or OS crash may lose the transactions
+  committed since the last checkpoint (the file stays consistent; those tasks revert to their
+  previous saved state or vanish if they were new).
+- ``synchronous="FULL"``: the WAL is fsynced at each commit; a power loss loses nothing
+  acknowledged. Group commit (below) shares one fsync among all saves queued meanwhile.
 
-Statements run directly on the event loop, not in a thread. Measured on the 2-core target (realistic
-810-byte task): a direct save+get costs ~65 us; the same through a one-thread executor costs
-~200 us sequentially and ~2 ms per call at 32 concurrent callers (queueing plus GIL hand-offs), so
-direct calls are about 2x faster end to end. The price is that SQLite's automatic WAL checkpoint
-(every ~1000 pages, i.e. every few hundred saves) blocks the loop for a few milliseconds. The
-connection holds an exclusive lock (``locking_mode=EXCLUSIVE``): statements never wait on another
-process, reads skip the shared-memory index, and a second node opened on the same file fails at
-``initialize()`` instead of failing the first node's running tasks.
+Threads: reads (get, list) run directly on the event loop on their own connection; in WAL mode
+they never wait for the writer and are served from the page cache in microseconds. Writes go to
+one writer thread that owns the second connection (:class:`~node.store.sqlite_writer.SqliteWriter`)
+and commits everything queued since its previous commit as one multi-row upsert.
+
+Why (measured on the 2-core target, blocking SendMessage through the SDK handler, c=32): running
+every statement directly on the loop costs the least CPU (~0.88x the in-memory store's requests
+per CPU-second, this design ~0.85x), but each WAL write and every automatic checkpoint (an fsync
+every few hundred saves) then blocks the loop: while other processes used the disk, its saves
+averaged 0.2-0.6 ms, checkpoints stalled the loop 10-20 ms, and wrk saw 140-270 req/s where this
+design served 370-425 in the same window. Every call through a one-thread executor cost about twice
+the CPU of a direct call and ~2 ms per call at 32 callers. See ``bench/store_throughput.py``.
+
+One process per file: opening takes an exclusive ``flock`` on ``<file>.lock`` (waiting up to
+``lock_timeout``), so a second node on the same data directory fails to start instead of failing
+the first one's running tasks with :meth:`SqliteTaskStore.fail_interrupted`.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
-import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
@@ -47,14 +59,17 @@ from node.store.sql import (
     parse_token,
     task_ts_ns,
 )
+from node.store.sqlite_writer import SqliteWriter
 
+T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
 
 
 class SqliteTaskStore(TaskStore):
-    """A2A task store in one SQLite file (created with its directory on first use).
+    """A2A task store in one SQLite file, created with its directory on first use.
 
-    ``lock_timeout`` is how long opening waits for another process to release the file.
+    ``lock_timeout`` is how long opening waits for another process to release the file;
+    ``table`` names the table (tests use one per case).
     """
 
     def __init__(
@@ -73,11 +88,12 @@ class SqliteTaskStore(TaskStore):
         self.synchronous = synchronous
         self.table = check_table_name(table)
         self.lock_timeout = lock_timeout
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None  # used on the event loop
+        self._writer: SqliteWriter | None = None  # its own connection and thread
+        self._lock_fd: int | None = None
         t = table
         self._upsert = (
-            f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data) VALUES (?, ?, ?, ?, ?, ?)"
+            f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data) VALUES {{rows}}"
             " ON CONFLICT (owner, id) DO UPDATE SET context_id = excluded.context_id,"
             " state = excluded.state, ts_ns = excluded.ts_ns, data = excluded.data"
         )
@@ -97,50 +113,81 @@ class SqliteTaskStore(TaskStore):
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
         """
 
-    def _connect(self) -> sqlite3.Connection:
-        with self._lock:
-            if self._conn is not None:
-                return self._conn
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=self.lock_timeout,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            except (OSError, sqlite3.Error) as exc:
-                raise StoreError(f"cannot open task store {self.path}: {exc}") from exc
-            try:
-                conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+    def _open(self) -> sqlite3.Connection:
+        """Lock the file, create the schema, start the writer; returns the read connection."""
+        if self._reader is not None:
+            return self._reader
+        conns: list[sqlite3.Connection] = []
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_file()
+            for _ in range(2):
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conns.append(conn)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
-                conn.executescript(f"BEGIN IMMEDIATE; {self._schema()} COMMIT;")
-            except sqlite3.Error as exc:
+            conns[0].executescript(f"BEGIN IMMEDIATE; {self._schema()} COMMIT;")
+        except (OSError, sqlite3.Error) as exc:
+            for conn in conns:
                 conn.close()
-                hint = " (is another node using it?)" if "locked" in str(exc) else ""
-                raise StoreError(f"cannot open task store {self.path}: {exc}{hint}") from exc
-            self._conn = conn
-            return conn
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise StoreError(f"cannot open task store {self.path}: {exc}") from exc
+        self._writer = SqliteWriter(conns[0], self._upsert_sql)
+        self._reader = conns[1]
+        return self._reader
 
-    def _run(self, sql: str, args: Any) -> list[Any]:
-        conn = self._conn or self._connect()
+    def _lock_file(self) -> None:
+        """Hold ``<db>.lock`` so that a second node on the same file fails instead of sharing it."""
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise StoreError(
+                        f"task store {self.path} is in use by another process (another node?)"
+                    ) from None
+                time.sleep(0.05)
+
+    def _upsert_sql(self, rows: int) -> str:
+        return self._upsert.format(rows=", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
+
+    def _read(self, sql: str, args: Any) -> list[Any]:
+        reader = self._reader or self._open()
         try:
-            with self._lock:
-                return conn.execute(sql, args).fetchall()
+            return reader.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"task store failed: {exc}") from exc
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None
+        try:
+            return await self._writer.call(fn)
         except sqlite3.Error as exc:
             raise StoreError(f"task store failed: {exc}") from exc
 
     async def initialize(self) -> None:
         """Open the file, take its lock and create the schema (otherwise done on first use)."""
-        self._connect()
+        self._open()
 
     async def close(self) -> None:
-        """Close the connection (a later call reopens it)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        """Finish pending writes and close (a later call reopens)."""
+        writer, reader, self._writer, self._reader = self._writer, self._reader, None, None
+        if writer is not None:
+            writer.stop()
+        if reader is not None:
+            reader.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Insert or replace ``task`` for the caller's owner; committed when this returns."""
@@ -152,23 +199,30 @@ class SqliteTaskStore(TaskStore):
             task_ts_ns(task),
             task.SerializeToString(),
         )
-        self._run(self._upsert, row)
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None
+        try:
+            await self._writer.upsert(row)
+        except sqlite3.Error as exc:
+            raise StoreError(f"task store failed: {exc}") from exc
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, or ``None``."""
-        rows = self._run(self._select, (self.owner_resolver(context), task_id))
+        rows = self._read(self._select, (self.owner_resolver(context), task_id))
         return Task.FromString(rows[0][0]) if rows else None
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Delete the caller's task ``task_id`` (no error when absent)."""
-        self._run(self._delete, (self.owner_resolver(context), task_id))
+        args = (self.owner_resolver(context), task_id)
+        await self._write(lambda conn: conn.execute(self._delete, args))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """One page of the caller's tasks, newest status first."""
         owner = self.owner_resolver(context)
         start, legacy_id = parse_token(params.page_token)
         if legacy_id is not None:
-            found = self._run(self._select_ts, (owner, legacy_id))
+            found = self._read(self._select_ts, (owner, legacy_id))
             if not found:
                 raise InvalidParamsError(f"Invalid page token: {params.page_token}")
             start = ListTasksCursor(timestamp_ns=found[0][0], task_id=legacy_id)
@@ -181,33 +235,29 @@ class SqliteTaskStore(TaskStore):
             start=start,
             inclusive=legacy_id is not None,
         )
-        total = self._run(q.count_sql, q.count_args)[0][0]
-        return page_response(self._run(q.page_sql, q.page_args), total, q.limit)
+        total = self._read(q.count_sql, q.count_args)[0][0]
+        return page_response(self._read(q.page_sql, q.page_args), total, q.limit)
 
     async def fail_interrupted(self, reason: str = DEFAULT_REASON) -> int:
         """Set every SUBMITTED/WORKING task (all owners) to FAILED; returns how many."""
-        conn = self._conn or self._connect()
+        return await self._write(lambda conn: self._fail_interrupted(conn, reason))
+
+    def _fail_interrupted(self, conn: sqlite3.Connection, reason: str) -> int:
         t = self.table
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            with self._lock:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    rows = conn.execute(
-                        f"SELECT owner, data FROM {t} WHERE state IN ({LIVE_STATES})"
-                    ).fetchall()
-                    updates = []
-                    for owner, data in rows:
-                        task = failed_task(Task.FromString(data), reason)
-                        blob = task.SerializeToString()
-                        updates.append((task.status.state, task_ts_ns(task), blob, owner, task.id))
-                    conn.executemany(
-                        f"UPDATE {t} SET state = ?, ts_ns = ?, data = ? WHERE owner = ? AND id = ?",
-                        updates,
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-        except sqlite3.Error as exc:
-            raise StoreError(f"task store failed: {exc}") from exc
+            rows = conn.execute(f"SELECT owner, data FROM {t} WHERE state IN ({LIVE_STATES})")
+            updates = []
+            for owner, data in rows.fetchall():
+                task = failed_task(Task.FromString(data), reason)
+                blob = task.SerializeToString()
+                updates.append((task.status.state, task_ts_ns(task), blob, owner, task.id))
+            conn.executemany(
+                f"UPDATE {t} SET state = ?, ts_ns = ?, data = ? WHERE owner = ? AND id = ?",
+                updates,
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
         return len(updates)

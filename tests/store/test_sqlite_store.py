@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -18,7 +19,7 @@ ANON = caller("")
 async def test_creates_directory_and_uses_wal(tmp_path: Path) -> None:
     store = SqliteTaskStore(tmp_path / "deep" / "dir" / "tasks.db", synchronous="FULL")
     await store.save(Task(id="t", context_id="c"), ANON)  # opens lazily
-    conn = store._conn
+    conn = store._reader
     assert conn is not None
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
@@ -32,7 +33,7 @@ async def test_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
     first = SqliteTaskStore(tmp_path / "tasks.db")
     await first.initialize()
     second = SqliteTaskStore(tmp_path / "tasks.db", lock_timeout=0.05)
-    with pytest.raises(StoreError, match="another node"):
+    with pytest.raises(StoreError, match="another process"):
         await second.initialize()
     await first.close()
     await second.initialize()
@@ -75,3 +76,48 @@ async def test_corrupt_file_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info:
         await SqliteTaskStore(tmp_path / "tasks.db").initialize()
     assert isinstance(info.value.__cause__, sqlite3.Error)
+
+
+async def test_sql_failures_become_store_errors(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db", table="jobs")
+    await store.save(Task(id="t", context_id="c"), ANON)
+    with sqlite3.connect(tmp_path / "tasks.db") as raw:
+        raw.execute("DROP TABLE jobs")
+    for call in (
+        store.save(Task(id="u", context_id="c"), ANON),
+        store.get("t", ANON),
+        store.delete("t", ANON),
+        store.list(ListTasksRequest(), ANON),
+        store.fail_interrupted(),
+    ):
+        with pytest.raises(StoreError, match="no such table: jobs"):
+            await call
+    await store.close()
+
+
+async def test_close_waits_for_pending_saves(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    await store.initialize()
+    saves = [
+        asyncio.ensure_future(store.save(Task(id=f"t{i}", context_id="c"), ANON)) for i in range(50)
+    ]
+    await asyncio.sleep(0)  # every save is queued
+    await store.close()
+    await asyncio.gather(*saves)
+    reopened = SqliteTaskStore(tmp_path / "tasks.db")
+    assert (await reopened.list(ListTasksRequest(), ANON)).total_size == 50
+    await reopened.close()
+
+
+async def test_saves_queued_together_commit_in_order(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    await store.initialize()
+    versions = [
+        Task(id="same", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING)),
+        Task(id="other", context_id="c"),
+        Task(id="same", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)),
+    ]
+    await asyncio.gather(*(store.save(v, ANON) for v in versions), store.delete("other", ANON))
+    assert await store.get("same", ANON) == versions[2]
+    assert await store.get("other", ANON) is None
+    await store.close()

@@ -69,7 +69,7 @@ async def test_close_task_store(tmp_path: Path) -> None:
     await store.save(Task(id="t", context_id="c"), caller(""))
     await close_task_store(store)
     assert isinstance(store, SqliteTaskStore)
-    assert store._conn is None
+    assert store._reader is None
 
 
 async def test_fail_interrupted_on_memory_is_a_no_op() -> None:

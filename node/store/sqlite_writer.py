@@ -1,0 +1,118 @@
+"""SqliteWriter: one thread owns the write connection and commits saves in groups.
+
+Callers on any event loop ``await writer.upsert(row)`` or ``await writer.call(fn)``. The thread
+takes everything queued since its last commit; consecutive upserts become one multi-row
+``INSERT … ON CONFLICT DO UPDATE`` (one transaction, one WAL append), other jobs run alone in
+order. A future resolves only after its transaction committed. Disk waits (WAL writes, checkpoint
+fsyncs) therefore happen off the event loop, and a burst of saves costs one commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+MAX_ROWS = 500  # rows per multi-row statement (6 variables each, well under SQLite's limit)
+
+
+@dataclass
+class _Job:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    row: Row | None = None  # an upsert row, or …
+    fn: Callable[[sqlite3.Connection], Any] | None = None  # … any other work
+    result: Any = None
+    error: BaseException | None = field(default=None)
+
+
+def _settle(jobs: list[_Job]) -> None:
+    for job in jobs:
+        if job.future.cancelled():
+            continue
+        if job.error is not None:
+            job.future.set_exception(job.error)
+        else:
+            job.future.set_result(job.result)
+
+
+class SqliteWriter:
+    """The write side of a SqliteTaskStore; ``upsert_sql(n)`` builds the n-row statement."""
+
+    def __init__(self, conn: sqlite3.Connection, upsert_sql: Callable[[int], str]) -> None:
+        self._conn = conn
+        self._upsert_sql = upsert_sql
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="sqlite-task-writer", daemon=True)
+        self._thread.start()
+
+    def _submit(self, row: Row | None, fn: Callable[[sqlite3.Connection], Any] | None) -> Any:
+        loop = asyncio.get_running_loop()
+        job = _Job(loop, loop.create_future(), row, fn)
+        self._jobs.put(job)
+        return job.future
+
+    async def upsert(self, row: Row) -> None:
+        """Insert or update one row; returns once committed."""
+        await self._submit(row, None)
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in the writer thread (``fn`` opens a transaction if it needs one)."""
+        result: T = await self._submit(None, fn)
+        return result
+
+    def stop(self) -> None:
+        """Finish the queued jobs, end the thread and close the connection (blocks until then)."""
+        self._jobs.put(None)
+        self._thread.join()
+        self._conn.close()
+
+    def _serve(self) -> None:
+        while True:
+            first = self._jobs.get()
+            if first is None:
+                return
+            batch = [first]
+            while not self._jobs.empty() and len(batch) < MAX_ROWS:
+                job = self._jobs.get()
+                if job is None:
+                    self._jobs.put(None)  # stop after this batch
+                    break
+                batch.append(job)
+            self._run(batch)
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+            for job in batch:
+                by_loop.setdefault(job.loop, []).append(job)
+            for loop, jobs in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                    loop.call_soon_threadsafe(_settle, jobs)
+
+    def _run(self, batch: list[_Job]) -> None:
+        start = 0
+        while start < len(batch):
+            end = start
+            while end < len(batch) and batch[end].row is not None:
+                end += 1
+            if end > start:  # consecutive upserts: one statement, one transaction
+                run = batch[start:end]
+                try:
+                    params = [value for job in run for value in job.row or ()]
+                    self._conn.execute(self._upsert_sql(len(run)), params)
+                except Exception as exc:
+                    for job in run:
+                        job.error = exc
+                start = end
+            else:
+                job = batch[start]
+                try:
+                    job.result = job.fn(self._conn) if job.fn else None
+                except Exception as exc:
+                    job.error = exc
+                start += 1
