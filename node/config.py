@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
+from node.planning.settings import PlannerSettings
 from node.tooling.tool import TOOL_NAME_PATTERN
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -149,6 +150,10 @@ class NodeCard(_Model):
     tools: list[str | ToolRef] = Field(default_factory=list)
     declared_tools: list[DeclaredTool] = Field(default_factory=list)
     pipelines: list[PipelineSpec] = Field(default_factory=list)
+    planner: PlannerSettings | None = Field(
+        default=None,
+        description="A model endpoint for free-text requests; without it, requests must name a skill.",
+    )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: Limits = Field(default_factory=Limits)

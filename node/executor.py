@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from a2a.helpers import get_data_parts, get_text_parts, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -32,7 +33,9 @@ from google.protobuf.struct_pb2 import Value
 
 from node.errors import ErrorKind, PlanningError, ToolError
 from node.peers.hops import check_hop, read_hop
-from node.planning import NeedsInput, parse_request, plan_request
+from node.planning import NeedsInput, Request, parse_request, plan_request
+from node.planning.llm import LLMPlanner
+from node.planning.settings import PlannerSettings
 from node.tooling import (
     CostBudget,
     Tool,
@@ -56,6 +59,7 @@ class ExecutorSettings:
     max_calls_per_task: int = 16
     task_cost_budget: float | None = None
     anonymous_capabilities: frozenset[str] = frozenset()
+    planner: PlannerSettings | None = None  # free-text requests go to the LLM loop when set
     services: dict[str, Any] = field(default_factory=dict)  # workspace, url_guard, http
 
 
@@ -138,6 +142,10 @@ class NodeExecutor(AgentExecutor):
         )
         pending = self._pending(task)
         skills = self._skills()
+        if settings.planner is not None and pending is None and self._is_free_text(request):
+            ctx = self._tool_context(context, metadata, hop, updater)
+            await self._plan_with_model(request, ctx, updater)
+            return
         try:
             calls = plan_request(
                 request, skills, pending=pending, max_calls=settings.max_calls_per_task
@@ -195,6 +203,43 @@ class NodeExecutor(AgentExecutor):
 
         runner = ToolRunner(self._tools, on_event=progress, output_sink=_ArtifactSink(updater))
         return await runner.run(calls, ctx)
+
+    async def _plan_with_model(
+        self, request: Request, ctx: ToolContext, updater: TaskUpdater
+    ) -> None:
+        """The LLM loop over every tool of the node (internal ones included), within its limits."""
+        assert self._settings.planner is not None
+        http = self._settings.services.get("http")
+        if not isinstance(http, httpx.AsyncClient):
+            raise RuntimeError("the LLM planner needs the app's httpx client")
+        await updater.start_work()
+        planner = LLMPlanner.from_settings(self._settings.planner, http)
+
+        async def progress(text: str) -> None:
+            await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
+
+        runner = ToolRunner(self._tools, output_sink=_ArtifactSink(updater))
+        try:
+            outcome = await planner.run(request.text, self._tools, runner, ctx, progress=progress)
+        except PlanningError as exc:
+            await updater.failed(self._say(updater, str(exc)))
+            return
+        trace = [
+            {"tool": r.tool, "ok": r.ok, **({"error": r.error} if not r.ok else {})}
+            for r in outcome.results
+        ]
+        if trace:
+            await updater.add_artifact([_data_part({"calls": trace})], name="tool_calls")
+        await updater.add_artifact([Part(text=outcome.answer)], name="answer")
+        await updater.complete()
+
+    @staticmethod
+    def _is_free_text(request: Request) -> bool:
+        """Text that names no skill and carries no structured call."""
+        structured = any(
+            isinstance(d, dict) and ({"skill", "tool", "calls"} & d.keys()) for d in request.data
+        )
+        return bool(request.text) and not structured and "skill" not in request.metadata
 
     # -- helpers ----------------------------------------------------------------------------
 

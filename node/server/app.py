@@ -110,6 +110,7 @@ def build_node_app(
             max_calls_per_task=card.limits.max_calls_per_task,
             task_cost_budget=card.limits.task_cost_budget,
             anonymous_capabilities=frozenset(card.auth.anonymous_capabilities),
+            planner=card.planner,
             services=services,
         ),
     )
