@@ -152,7 +152,7 @@ class NodeCard(_Model):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
     planner: PlannerSettings | None = Field(
         default=None,
-        description="A model endpoint for free-text requests; without it, requests must name a skill.",
+        description="Model endpoint for free-text requests; without it, requests name a skill.",
     )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

@@ -153,7 +153,7 @@ class UrlGuard:
         headers: Mapping[str, str] | None = None,
         json: Any = None,
         content: bytes | str | None = None,
-        timeout: float = 10.0,  # noqa: ASYNC109 - bounds the whole fetch, documented API
+        timeout: float = 10.0,
         max_bytes: int = 1_000_000,
     ) -> FetchResponse:
         """Fetch ``url`` with every hop checked; the body is read up to ``max_bytes``.
