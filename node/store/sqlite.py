@@ -113,10 +113,10 @@ class SqliteTaskStore(TaskStore):
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
         """
 
-    def _open(self) -> sqlite3.Connection:
-        """Lock the file, create the schema, start the writer; returns the read connection."""
-        if self._reader is not None:
-            return self._reader
+    def _open(self) -> tuple[sqlite3.Connection, SqliteWriter]:
+        """Lock the file, create the schema, start the writer; returns (reader, writer)."""
+        if self._reader is not None and self._writer is not None:
+            return self._reader, self._writer
         conns: list[sqlite3.Connection] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +136,7 @@ class SqliteTaskStore(TaskStore):
             raise StoreError(f"cannot open task store {self.path}: {exc}") from exc
         self._writer = SqliteWriter(conns[0], self._upsert_sql)
         self._reader = conns[1]
-        return self._reader
+        return self._reader, self._writer
 
     def _lock_file(self) -> None:
         """Hold ``<db>.lock`` so that a second node on the same file fails instead of sharing it."""
@@ -159,18 +159,16 @@ class SqliteTaskStore(TaskStore):
         return self._upsert.format(rows=", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
 
     def _read(self, sql: str, args: Any) -> list[Any]:
-        reader = self._reader or self._open()
+        reader = self._reader or self._open()[0]
         try:
             return reader.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"task store failed: {exc}") from exc
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._writer is None:
-            self._open()
-        assert self._writer is not None
+        writer = self._writer or self._open()[1]
         try:
-            return await self._writer.call(fn)
+            return await writer.call(fn)
         except sqlite3.Error as exc:
             raise StoreError(f"task store failed: {exc}") from exc
 
@@ -199,11 +197,9 @@ class SqliteTaskStore(TaskStore):
             task_ts_ns(task),
             task.SerializeToString(),
         )
-        if self._writer is None:
-            self._open()
-        assert self._writer is not None
+        writer = self._writer or self._open()[1]
         try:
-            await self._writer.upsert(row)
+            await writer.upsert(row)
         except sqlite3.Error as exc:
             raise StoreError(f"task store failed: {exc}") from exc
 
@@ -258,6 +254,7 @@ class SqliteTaskStore(TaskStore):
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         return len(updates)
