@@ -127,6 +127,8 @@ class PeerDirectory:
             retries=settings.retries,
             breaker_failures=settings.breaker_failures,
             breaker_cooldown_s=settings.breaker_cooldown_s,
+            refresh_s=settings.refresh_s,
+            streaming=settings.streaming,
         )
 
     def peers(self) -> list[PeerInfo]:

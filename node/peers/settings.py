@@ -62,3 +62,11 @@ class PeersSettings(_Settings):
     retries: int = Field(default=3, ge=1)  # attempts per call for transient failures
     breaker_failures: int = Field(default=5, ge=1)
     breaker_cooldown_s: float = Field(default=15.0, gt=0)
+    refresh_s: float | None = Field(
+        default=None, gt=0, description="Seconds between peer refreshes (default: the registry's)."
+    )
+    streaming: bool = Field(
+        default=True,
+        description="Follow peer tasks over SSE (knows the task id at once, so a call past its "
+        "deadline cancels the remote task); false: one blocking call, lower latency.",
+    )

@@ -19,10 +19,11 @@ raised. Steps do not see the callback (a nested pipeline reports nothing of its 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,11 +99,22 @@ class PipelineTool(Tool):
         return {step_id: run.outputs[step_id] for step_id in self._outputs}
 
 
+def _with_defaults(schema: Mapping[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The input with the schema's top-level ``default`` values filled in where absent."""
+    properties = schema.get("properties", {})
+    missing = {
+        name: copy.deepcopy(prop["default"])
+        for name, prop in properties.items()
+        if name not in arguments and isinstance(prop, Mapping) and "default" in prop
+    }
+    return {**missing, **arguments} if missing else arguments
+
+
 class _Run:
     """The state of one execution: outputs so far, progress, the runner of its steps."""
 
     def __init__(self, tool: PipelineTool, arguments: dict[str, Any], ctx: ToolContext) -> None:
-        self.tool, self.input = tool, arguments
+        self.tool, self.input = tool, _with_defaults(tool.parameters, arguments)
         self.outputs: dict[str, Any] = {}
         self.finished = 0
         progress = ctx.metadata.get("progress")

@@ -314,3 +314,45 @@ async def test_pipelines_can_call_pipelines() -> None:
         make_spec([{"id": "i", "tool": "inner", "arguments": {"v": [1, "$$x"]}}]), registry
     )
     assert (await run(outer, registry)).output == [1, "$x"]
+
+
+async def test_input_schema_defaults_fill_absent_arguments() -> None:
+    from node.pipeline import PipelineSpec, pipeline_tool
+    from node.tooling import ToolRegistry, ToolRunner, tool
+
+    @tool(read_only=True)
+    def repeat(word: str, times: int) -> str:
+        """Repeat a word.
+
+        Args:
+            word: The word.
+            times: How many times.
+        """
+        return word * times
+
+    registry = ToolRegistry([repeat])
+    spec = PipelineSpec.model_validate(
+        {
+            "id": "rep",
+            "description": "Repeat with a default count.",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "word": {"type": "string"},
+                    "times": {"type": "integer", "default": 3},
+                },
+                "required": ["word"],
+            },
+            "steps": [
+                {
+                    "id": "r",
+                    "tool": "repeat",
+                    "arguments": {"word": "$input/word", "times": "$input/times"},
+                }
+            ],
+        }
+    )
+    registry.register(pipeline_tool(spec, registry))
+    result = await ToolRunner(registry).run_one("rep", {"word": "ab"})
+    assert result.ok, result.error
+    assert result.output == "ababab"
