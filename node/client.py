@@ -34,6 +34,8 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 
+from node.planning.request import normalise_numbers
+
 TERMINAL = frozenset(
     {
         TaskState.TASK_STATE_COMPLETED,
@@ -76,11 +78,11 @@ def text_message(text: str, *, skill: str | None = None, task: Task | None = Non
 
 
 def part_value(part: Part) -> Any:
-    """A part's content as Python: text, JSON data, or a URL/filename placeholder."""
+    """A part's content as Python: text, JSON data (whole numbers as ints), or a placeholder."""
     if part.HasField("text"):
         return part.text
     if part.HasField("data"):
-        return MessageToDict(part.data)
+        return normalise_numbers(MessageToDict(part.data))
     if part.HasField("url"):
         return {"url": part.url}
     return {"raw_bytes": len(part.raw)}
