@@ -1,10 +1,11 @@
 """Task-store throughput: save+get cycles of a realistic task, in one process.
 
-    .venv/bin/python -m bench.store_throughput [--n 5000] [--concurrency 32]
+    .venv/bin/python -m bench.store_throughput [--n 5000] [--concurrency 32] [--pg URL]
 
 Compares the SDK's InMemoryTaskStore, the SDK's DatabaseTaskStore on SQLite (sqlite+aiosqlite)
 and our SqliteTaskStore, sequentially and with ``--concurrency`` concurrent workers. Prints ops/s
-(one op = one save + one get), ratios, and the worst event-loop stall seen meanwhile.
+(one op = one save + one get), ratios, and the worst event-loop stall seen meanwhile. With
+``--pg postgresql://…`` it also measures PostgresTaskStore (on a scratch table it drops).
 """
 
 from __future__ import annotations
@@ -57,11 +58,28 @@ async def node_sqlite(tmp: Path) -> TaskStore:
     return store
 
 
+def postgres(url: str) -> StoreFactory:
+    async def factory(_: Path) -> TaskStore:
+        from node.store.postgres import PostgresTaskStore
+
+        store = PostgresTaskStore(url, table=f"bench_{uuid.uuid4().hex[:12]}")
+        await store.initialize()
+        return store
+
+    return factory
+
+
 async def close(store: TaskStore) -> None:
-    if isinstance(store, SqliteTaskStore):
-        await store.close()
-    elif isinstance(store, DatabaseTaskStore):
+    if isinstance(store, DatabaseTaskStore):
         await store.engine.dispose()
+    elif hasattr(store, "close"):
+        if hasattr(store, "dsn"):  # PostgresTaskStore: drop the scratch table first
+            import asyncpg
+
+            conn = await asyncpg.connect(store.dsn)
+            await conn.execute(f"DROP TABLE {store.table}")
+            await conn.close()
+        await store.close()
 
 
 @asynccontextmanager
@@ -107,12 +125,14 @@ async def cycles(store: TaskStore, template: Task, n: int, concurrency: int) -> 
     return n / (time.perf_counter() - start)
 
 
-async def main(n: int, concurrency: int) -> None:
+async def main(n: int, concurrency: int, pg: str | None) -> None:
     stores: dict[str, StoreFactory] = {
         "memory (SDK InMemoryTaskStore)": memory,
         "sdk-sqlite (SDK DatabaseTaskStore, aiosqlite)": sdk_sqlite,
         "node-sqlite (SqliteTaskStore)": node_sqlite,
     }
+    if pg:
+        stores["node-postgres (PostgresTaskStore)"] = postgres(pg)
     template = realistic_task()
     print(f"task: {template.ByteSize()} bytes serialised; n={n}, concurrency={concurrency}")
     results: dict[str, tuple[float, float]] = {}
@@ -131,7 +151,7 @@ async def main(n: int, concurrency: int) -> None:
             f"{name:48s} seq {seq:9.0f} ops/s   c={concurrency} {conc:9.0f} ops/s   "
             f"worst loop stall {worst[0] * 1000:6.1f} ms"
         )
-    mem, sdk, ours = (results[k] for k in stores)
+    mem, sdk, ours = (results[k] for k in list(stores)[:3])
     for label, i in (("sequential", 0), (f"concurrent({concurrency})", 1)):
         print(
             f"{label:16s} node-sqlite / sdk-sqlite = {ours[i] / sdk[i]:5.1f}x   "
@@ -143,5 +163,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--pg", help="also measure PostgresTaskStore on this URL")
     args = parser.parse_args()
-    asyncio.run(main(args.n, args.concurrency))
+    asyncio.run(main(args.n, args.concurrency, args.pg))
