@@ -19,13 +19,15 @@ they never wait for the writer and are served from the page cache in microsecond
 one writer thread that owns the second connection (:class:`~node.store.sqlite_writer.SqliteWriter`)
 and commits everything queued since its previous commit as one multi-row upsert.
 
-Why (measured on the 2-core target, blocking SendMessage through the SDK handler, c=32): running
-every statement directly on the loop costs the least CPU (~0.88x the in-memory store's requests
-per CPU-second, this design ~0.85x), but each WAL write and every automatic checkpoint (an fsync
-every few hundred saves) then blocks the loop: while other processes used the disk, its saves
-averaged 0.2-0.6 ms, checkpoints stalled the loop 10-20 ms, and wrk saw 140-270 req/s where this
-design served 370-425 in the same window. Every call through a one-thread executor cost about twice
-the CPU of a direct call and ~2 ms per call at 32 callers. See ``bench/store_throughput.py``.
+Why (measured on the 2-core target: blocking SendMessage through the SDK handler, wrk c=32,
+server pinned to one core, other processes competing): requests per server CPU-second were
+in-memory 700-760, this design 620-770, every statement directly on the loop (one connection)
+580-660, the SDK's DatabaseTaskStore on SQLite 80-105. Direct calls also put each WAL write and
+every automatic checkpoint (an fsync every few hundred saves) on the loop: with the disk busy, saves
+averaged 0.2-0.6 ms and checkpoints stalled the loop 10-20 ms, so wrk saw 140-270 req/s where this
+design served 350-540 in the same window. A one-thread executor for every call cost about twice
+the CPU of a direct call and ~2 ms per call at 32 callers. Price of the writer thread: a lone
+save waits for a thread hand-off (~0.1 ms). See ``bench/store_throughput.py``.
 
 One process per file: opening takes an exclusive ``flock`` on ``<file>.lock`` (waiting up to
 ``lock_timeout``), so a second node on the same data directory fails to start instead of failing
@@ -127,6 +129,7 @@ class SqliteTaskStore(TaskStore):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conns[0].executescript(f"BEGIN IMMEDIATE; {self._schema()} COMMIT;")
+            conns[1].execute("PRAGMA query_only=1")
         except (OSError, sqlite3.Error) as exc:
             for conn in conns:
                 conn.close()

@@ -23,7 +23,7 @@ Row = tuple[Any, ...]
 MAX_ROWS = 500  # rows per multi-row statement (6 variables each, well under SQLite's limit)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
