@@ -152,7 +152,8 @@ async def _send(args: argparse.Namespace) -> int:
     """Send, then follow the task: over SSE (default) or by polling (``--poll``)."""
     from a2a.types import Task
 
-    from node.client import INTERRUPTED, TERMINAL, NodeClient, apply_event, status_text
+    from node.client import NodeClient, apply_event, status_text
+    from node.states import INTERRUPTED, TERMINAL
 
     message = _build_message(args)
     async with NodeClient.connect(

@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
-import logging
 import os
 import shlex
 import signal
@@ -22,11 +21,10 @@ from typing import Any
 
 from node.errors import ConfigError, NodeError
 
-__all__ = ["add_network_commands", "format_table", "main"]
+__all__ = ["add_network_commands", "format_table"]
 
 DEFAULT_REGISTRY_PORT = 8090
 TOKEN_ENV_DEFAULT = "A2A_NODE_REGISTRY_TOKEN"
-NETWORK_COMMANDS = frozenset({"registry", "agents", "up"})
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -297,31 +295,3 @@ def add_network_commands(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, help="seconds to wait for the network to be up")
     p.add_argument("--demo", action="store_true", help="once up, run the example command")
     p.set_defaults(run=lambda a: asyncio.run(_up(a)))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m node.cli_network``: the network commands; anything else goes to node.cli."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    words = [a for i, a in enumerate(args_list) if i == 0 or args_list[i - 1] != "--log-level"]
-    command = next((a for a in words if not a.startswith("-")), None)
-    if command not in NETWORK_COMMANDS:
-        from node.cli import main as cli_main
-
-        return cli_main(args_list)
-    parser = argparse.ArgumentParser(prog="a2a-node")
-    parser.add_argument("--log-level", default="warning")
-    add_network_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(args_list)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    try:
-        code: int = args.run(args)
-        return code
-    except NodeError as exc:
-        print(f"a2a-node: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -29,22 +29,12 @@ from a2a.types import (
     SendMessageRequest,
     StreamResponse,
     Task,
-    TaskState,
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 
 from node.planning.request import normalise_numbers
-
-TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+from node.states import INTERRUPTED, TERMINAL
 
 
 def _message(parts: list[Part], metadata: Mapping[str, Any] | None, task: Task | None) -> Message:

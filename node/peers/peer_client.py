@@ -54,21 +54,13 @@ from tenacity import (
 from node.errors import ConfigError, PeerError
 from node.peers.breaker import CircuitBreaker
 from node.peers.results import message_text, parts_result, task_result
+from node.states import INTERRUPTED, TERMINAL
 
 __all__ = ["PeerClient", "TokenSource", "is_transient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 TokenSource = Callable[[], str | None]
-TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
-INTERRUPTED = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 RETRY_STATUS = frozenset({502, 503, 504})
 CANCEL_GRACE_S = 2.0  # time allowed to cancel a remote task after the deadline
 BINDINGS = ["JSONRPC", "HTTP+JSON"]

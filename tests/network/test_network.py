@@ -37,7 +37,7 @@ from netsupport import (
     wait_for,
 )
 
-from node.cli_network import main
+from node.cli import main
 from node.client import NodeClient, apply_event, artifacts_of, skill_message, status_text
 from node.extensions import HOP
 from node.network.children import Child
