@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -18,6 +19,9 @@ from a2a.types import (
 )
 
 from node.client import artifacts_of, skill_message, status_text, text_message
+from node.config import parse_card
+from node.server.app import build_node_app
+from node.tooling import Tool
 from tests.server.conftest import make_client
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
@@ -180,3 +184,45 @@ async def test_healthz_and_readyz(node_url):
     async with httpx.AsyncClient() as client:
         assert (await client.get(f"{node_url}/healthz")).json()["status"] == "ok"
         assert (await client.get(f"{node_url}/readyz")).json()["ready"] is True
+
+
+class BrokenPolicy(Tool):
+    """A tool whose policy raises when read: stands in for a bug inside the node itself."""
+
+    name = "broken"
+    description = "Its requires property is broken."
+    parameters: ClassVar[dict] = {"type": "object", "properties": {}}
+
+    armed = False  # set once registered, so only the executor's read fails
+
+    @property
+    def requires(self) -> frozenset[str]:  # type: ignore[override]
+        if self.armed:
+            raise RuntimeError("secret internal detail")
+        return frozenset()
+
+    async def execute(self, arguments, ctx):
+        return "never"
+
+
+async def test_an_internal_bug_fails_the_task_with_an_error_id_and_logs_the_traceback(
+    serve, http, tmp_path, caplog
+):
+    card = parse_card({"id": "buggy", "name": "Buggy", "description": "d"}, env={})
+    broken = BrokenPolicy()
+    url = await serve(
+        lambda u: build_node_app(
+            card, public_url=u, data_dir=tmp_path, store="memory", tools=[broken]
+        )
+    )
+    client = await make_client(http, url)
+    broken.armed = True
+    with caplog.at_level("ERROR", logger="node.executor"):
+        task = await send(client, skill_message("broken", {}))
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    text = status_text(task)
+    assert text.startswith("internal error (error id ")
+    error_id = text.removeprefix("internal error (error id ").rstrip(")")
+    (record,) = [r for r in caplog.records if error_id in r.getMessage()]
+    assert record.exc_info is not None
+    assert "secret internal detail" not in text
