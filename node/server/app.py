@@ -94,8 +94,21 @@ def build_node_app(
     node_tools = assemble_tools(card, data_dir, tools)
     state = NodeState(card=card, public_url=public_url, data_dir=data_dir, tools=node_tools)
 
+    built: dict[str, object] = {}
+
     def current_card() -> AgentCard:
-        return build_agent_card(card, node_tools.skill_specs(), public_url)
+        """The card for the current skills, rebuilt only when the tool registry changed."""
+        definitions = node_tools.registry.definitions()  # cached until the registry changes
+        if built.get("for") is not definitions:
+            built.update(
+                {
+                    "for": definitions,
+                    "card": build_agent_card(card, node_tools.skill_specs(), public_url),
+                }
+            )
+        agent_card = built["card"]
+        assert isinstance(agent_card, AgentCard)
+        return agent_card
 
     services: dict[str, object] = {
         "workspace": node_tools.workspace,
