@@ -1,18 +1,22 @@
 """The registry as an A2A agent: its card (skill ``find_agents``) and the executor behind it.
 
 A data part ``{"skill": "find_agents", "arguments": {"skill"?, "tag"?, "q"?, "healthy"?,
-"limit"?, "page_token"?}}`` or a text part (used as ``q``) yields a completed task with one data
-artifact ``{"agents": [{id, name, card_url, skills, healthy}, ...], "next_page_token": ...}``.
+"limit"?, "page_token"?}}`` or a text part (used as ``q``) is answered with ONE agent message
+(no task: the lookup is instant and stateless, so nothing is kept in the task store). Its parts
+are a data part and a short text summary. The data part is either
+``{"agents": [{id, name, card_url, skills, healthy}, ...], "next_page_token": ...}`` or, for
+invalid arguments, the REST API's error body ``{"error": {"code": "bad_request", "message": ...}}``.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
+from uuid import uuid4
 
-from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_task_from_user_message
+from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -20,13 +24,14 @@ from a2a.types import (
     AgentSkill,
     HTTPAuthSecurityScheme,
     Message,
-    Part,
+    Role,
     SecurityRequirement,
     SecurityScheme,
     StringList,
 )
+from a2a.utils.errors import UnsupportedOperationError
 
-from node.registry.errors import BadRequest
+from node.registry.errors import BadRequest, error_body, status_and_code
 from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Query, Registry
 from node.registry.settings import RegistrySettings
 
@@ -113,25 +118,29 @@ def parse_request(message: Message) -> Query:
 
 
 class FindAgentsExecutor(AgentExecutor):
-    """Answers ``find_agents`` from the registry's in-memory index."""
+    """Answers ``find_agents`` from the registry's in-memory index with one agent message."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        message = context.message
-        if message is None:
+        if context.message is None:
             return
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
         try:
-            page = self.registry.search(parse_request(message))
+            result, summary = self._find(parse_request(context.message))
         except BadRequest as exc:
-            await updater.reject(updater.new_agent_message([Part(text=str(exc))]))
-            return
+            result = error_body(status_and_code(exc)[1], str(exc))
+            summary = f"bad request: {exc}"
+        reply = Message(
+            message_id=uuid4().hex,
+            context_id=context.context_id or "",
+            role=Role.ROLE_AGENT,
+            parts=[new_data_part(result), new_text_part(summary)],
+        )
+        await event_queue.enqueue_event(reply)
+
+    def _find(self, query: Query) -> tuple[dict[str, Any], str]:
+        page = self.registry.search(query)
         agents = [
             {
                 "id": r.id,
@@ -142,9 +151,9 @@ class FindAgentsExecutor(AgentExecutor):
             }
             for r in page.agents
         ]
-        result = {"agents": agents, "next_page_token": page.next_page_token}
-        await updater.add_artifact([new_data_part(result)], name="agents")
-        await updater.complete()
+        more = "; more with next_page_token" if page.next_page_token else ""
+        summary = f"found {len(agents)} agent{'' if len(agents) == 1 else 's'}{more}"
+        return {"agents": agents, "next_page_token": page.next_page_token}, summary
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
+        raise UnsupportedOperationError(message="find_agents answers at once; nothing to cancel")
