@@ -39,9 +39,14 @@ def message_text(message: Message) -> str:
 
 
 def parts_result(parts: Sequence[Part]) -> Any:
-    """A result from the parts of one message or artifact."""
-    if len(parts) == 1 and parts[0].HasField("data"):
-        return narrow(MessageToDict(parts[0].data))
+    """A result from the parts of one message or artifact.
+
+    One data part (beside any text parts, which only describe it) is the result; text parts alone
+    are joined; anything else comes back as a list of parts.
+    """
+    data = [p for p in parts if p.HasField("data")]
+    if len(data) == 1 and all(p.HasField("text") or p is data[0] for p in parts):
+        return narrow(MessageToDict(data[0].data))
     if parts and all(p.HasField("text") for p in parts):
         return "\n".join(p.text for p in parts)
     return [_part_json(p) for p in parts]

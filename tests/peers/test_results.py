@@ -41,3 +41,10 @@ def test_no_artifacts_falls_back_to_the_status_message() -> None:
 def test_direct_message_parts() -> None:
     assert parts_result([new_data_part({"ok": True})]) == {"ok": True}
     assert parts_result([new_text_part("hi")]) == "hi"
+
+
+def test_one_data_part_described_by_text_is_the_data() -> None:
+    parts = [new_data_part({"agents": []}), new_text_part("found 0 agents")]
+    assert parts_result(parts) == {"agents": []}
+    two = [new_data_part({"a": 1}), new_data_part({"b": 2})]
+    assert parts_result(two) == [{"data": {"a": 1}}, {"data": {"b": 2}}]
