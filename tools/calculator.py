@@ -120,7 +120,14 @@ def evaluate(expression: str) -> Number:
         raise InvalidArguments(f"expression {expression!r} is nested too deeply") from exc
 
 
-@tool(read_only=True, tags=("math",), examples=("2 * (3 + 4) ** 2", "sqrt(2) * pi"))
+# inline: bounded to microseconds (1,000 characters, results capped at 4,096 bits), and
+# ast.parse must not run in several threads at once on CPython 3.11 (gh-106905)
+@tool(
+    read_only=True,
+    inline=True,
+    tags=("math",),
+    examples=("2 * (3 + 4) ** 2", "sqrt(2) * pi"),
+)
 def calculate(expression: Annotated[str, Field(min_length=1, max_length=1000)]) -> Number:
     """Evaluate an arithmetic expression and return the number.
 

@@ -242,3 +242,23 @@ async def test_partials_keep_the_unbound_parameters() -> None:
     assert made.description == "Scale a number."
     assert made.parameters["required"] == ["x"]
     assert await made.execute({"x": 2}, ToolContext()) == 6
+
+
+async def test_inline_sync_tools_run_on_the_event_loop_thread() -> None:
+    import threading
+
+    from node.tooling import ToolContext
+
+    @tool(inline=True)
+    def where() -> str:
+        """Name the thread."""
+        return threading.current_thread().name
+
+    @tool
+    def where_threaded() -> str:
+        """Name the thread."""
+        return threading.current_thread().name
+
+    here = threading.current_thread().name
+    assert await where.execute({}, ToolContext()) == here
+    assert await where_threaded.execute({}, ToolContext()) != here
