@@ -30,10 +30,14 @@ class NodeTools:
     registry: ToolRegistry
     workspace: Workspace
     url_guard: UrlGuard
+    _skills: tuple[object, Mapping[str, Tool]] = (None, {})
 
     def skills(self) -> Mapping[str, Tool]:
-        """Public tools by name: what remote callers may call."""
-        return {str(t.name): t for t in self.public_definitions()}
+        """Public tools by name: what remote callers may call (recomputed when tools change)."""
+        definitions = self.registry.definitions()  # the same object until the registry changes
+        if self._skills[0] is not definitions:
+            self._skills = (definitions, {str(t.name): t for t in self.public_definitions()})
+        return self._skills[1]
 
     def public_definitions(self) -> list[Tool]:
         return [t for t in self.registry.tools() if t.scope == "public"]

