@@ -309,6 +309,7 @@ class NodeExecutor(AgentExecutor):
                 "max_hops": self._settings.max_hops,
                 "message_metadata": dict(metadata),
                 "hop": hop,
+                "deadline": getattr(hop, "deadline", None),  # the caller's, bounds every tool
                 "progress": lambda text: updater.update_status(
                     TaskState.TASK_STATE_WORKING, self._say(updater, text)
                 ),

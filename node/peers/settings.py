@@ -66,7 +66,8 @@ class PeersSettings(_Settings):
         default=None, gt=0, description="Seconds between peer refreshes (default: the registry's)."
     )
     streaming: bool = Field(
-        default=True,
-        description="Follow peer tasks over SSE (knows the task id at once, so a call past its "
-        "deadline cancels the remote task); false: one blocking call, lower latency.",
+        default=False,
+        description="Follow peer tasks over SSE (the remote task id is known at once, so a call "
+        "past its deadline also cancels it). Default: one blocking call, which costs less per "
+        "hop; the peer still stops at the deadline it is given.",
     )

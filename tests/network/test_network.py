@@ -239,7 +239,8 @@ async def test_a_deadline_is_honoured_across_hops(net: Net) -> None:
     task = await send(net.urls["coordinator"], "slow", {"seconds": 60}, **{HOP: hop})
     elapsed = time.monotonic() - started
     assert state(task) == "TASK_STATE_FAILED"
-    assert "data" in status_text(task)
+    # whichever side notices first reports it: the coordinator's own deadline, or the peer's
+    assert "timed out" in status_text(task) or "data" in status_text(task)
     assert elapsed < 8.0  # the 2 s deadline, not the 60 s sleep nor the 30 s call timeout
 
     async def sleep_stopped() -> bool:  # the data node cancelled its task: no sleep left
