@@ -79,12 +79,15 @@ def build_app(stop: threading.Event) -> Starlette:
 
 @pytest.fixture(scope="session")
 def localhost_only() -> None:
-    """Skip unless ``localhost`` resolves to 127.0.0.1 only (the guards allow just that /32)."""
+    """These tests need ``localhost`` to resolve to 127.0.0.1 only (the guard allows that /32).
+
+    A machine where it does not fails here, loudly, rather than skipping the tests.
+    """
     addresses = {
         info[4][0] for info in socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)
     }
     if addresses != {"127.0.0.1"}:
-        pytest.skip(f"localhost resolves to {sorted(addresses)}, not only 127.0.0.1")
+        pytest.fail(f"localhost resolves to {sorted(addresses)}, not only 127.0.0.1")
 
 
 @pytest.fixture(scope="session")
