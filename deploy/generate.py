@@ -92,6 +92,7 @@ def node_args(node: dict[str, Any], registry_port: int, store: str) -> list[str]
         "--public-url", f"http://{nid}:{port}", "--store", store,
         "--registry", f"http://registry:{registry_port}", "--registry-token-env", TOKEN_ENV,
         "--data-dir", "/var/lib/a2a-node", "--insecure",
+        *[arg for cidr in PRIVATE_CIDRS for arg in ("--peer-allow-cidr", cidr)],
     ]  # fmt: skip
 
 

@@ -59,7 +59,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _with_overrides(card: Any, args: argparse.Namespace) -> Any:
-    """Apply ``--registry``, ``--registry-token-env`` and ``--allow-cidr`` to a loaded card."""
+    """Apply ``--registry``, ``--registry-token-env`` and the CIDR flags to a loaded card."""
     from node.peers.settings import RegistryConnection
 
     if args.registry:
@@ -74,6 +74,11 @@ def _with_overrides(card: Any, args: argparse.Namespace) -> Any:
         card = card.model_copy(
             update={"peers": card.peers.model_copy(update={"registry": registry})}
         )
+    if args.peer_allow_cidr:
+        peers = card.peers.model_copy(
+            update={"allow_cidrs": [*card.peers.allow_cidrs, *args.peer_allow_cidr]}
+        )
+        card = card.model_copy(update={"peers": peers})
     if args.allow_cidr:
         cidrs = [*card.network.allow_cidrs, *args.allow_cidr]
         card = card.model_copy(
@@ -304,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--registry", help="registry URL to register with and discover peers from")
     p.add_argument("--registry-token-env", help="environment variable holding the registry token")
     p.add_argument("--allow-cidr", action="append", default=[], help="let URL fetches reach CIDR")
+    p.add_argument(
+        "--peer-allow-cidr",
+        action="append",
+        default=[],
+        help="let peers found through the registry live in CIDR (the registry's host always may)",
+    )
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without auth")
     p.set_defaults(run=cmd_serve)
 

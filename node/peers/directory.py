@@ -27,6 +27,7 @@ from node.errors import ConfigError, NodeError
 from node.peers.breaker import CircuitBreaker
 from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url
 from node.peers.peer_client import PeerClient
+from node.peers.peer_guard import PeerGuard
 from node.peers.registry_client import search_agents
 from node.peers.remote_tool import RemoteSkillTool
 from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer, read_token
@@ -89,6 +90,7 @@ class PeerDirectory:
         breaker_failures: int = 5,
         breaker_cooldown_s: float = 15.0,
         streaming: bool = True,
+        peer_guard: PeerGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._http, self.self_id, self._tools = http, self_id, tool_registry
@@ -97,6 +99,7 @@ class PeerDirectory:
         self.max_hops, self.call_timeout_s, self.retries = max_hops, call_timeout_s, retries
         self._breaker = partial(CircuitBreaker, breaker_failures, breaker_cooldown_s, clock)
         self._streaming = streaming
+        self._peer_guard = peer_guard  # None: registry peers are not address-checked
         self._fetcher = CardFetcher(http)
         self._static_cards: dict[str, AgentCard] = {}  # last good card per static URL
         self._registry_peers: dict[str, _Peer] = {}  # last good registry view
@@ -129,6 +132,7 @@ class PeerDirectory:
             breaker_cooldown_s=settings.breaker_cooldown_s,
             refresh_s=settings.refresh_s,
             streaming=settings.streaming,
+            peer_guard=PeerGuard(settings.allow_cidrs),
         )
 
     def peers(self) -> list[PeerInfo]:
@@ -201,6 +205,7 @@ class PeerDirectory:
                 peer.healthy = False
             return
         peers: dict[str, _Peer] = {}
+        guard = await self._peer_guard.for_registry(registry.url) if self._peer_guard else None
         for entry in entries:
             try:
                 card = card_from_json(entry.get("card"))
@@ -208,6 +213,10 @@ class PeerDirectory:
                 log.warning("registry entry %s has an unusable card: %s", entry.get("id"), exc)
                 continue
             url = str(entry.get("card_url") or "")
+            refused = await PeerGuard.refusal(guard, card, url) if guard else None
+            if refused:
+                log.warning("registry peer %s left out: %s", entry.get("id"), refused)
+                continue
             peers[agent_id(card)] = _Peer(card, url, bool(entry.get("healthy", True)))
         self._registry_peers = peers
 

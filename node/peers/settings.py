@@ -7,9 +7,10 @@ picked up without a restart and never appears in the card, its schema or the log
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from node.errors import ConfigError
 
@@ -62,6 +63,19 @@ class PeersSettings(_Settings):
     retries: int = Field(default=3, ge=1)  # attempts per call for transient failures
     breaker_failures: int = Field(default=5, ge=1)
     breaker_cooldown_s: float = Field(default=15.0, gt=0)
+    allow_cidrs: list[str] = Field(
+        default_factory=list,
+        description="Non-public ranges where peers learned from a registry may be called "
+        "(the registry's own host is always allowed), e.g. a cluster's pod network.",
+    )
+
+    @field_validator("allow_cidrs")
+    @classmethod
+    def _networks(cls, cidrs: list[str]) -> list[str]:
+        for cidr in cidrs:
+            ipaddress.ip_network(cidr, strict=False)  # ValueError names the bad one
+        return cidrs
+
     refresh_s: float | None = Field(
         default=None, gt=0, description="Seconds between peer refreshes (default: the registry's)."
     )

@@ -192,3 +192,35 @@ async def test_peer_token_comes_from_the_environment(
         await call.tool.execute(call.arguments, ToolContext())
     monkeypatch.setenv("B_TOKEN", "s3cret")
     assert await call.tool.execute(call.arguments, ToolContext()) == {"sum": 3}
+
+
+async def test_registry_peers_must_live_at_allowed_addresses(
+    http: httpx.AsyncClient, start_peer: PeerFactory, tmp_path: Path
+) -> None:
+    from node.peers.peer_guard import PeerGuard
+    from tests.peers.peers_support import Recorder as _Recorder
+
+    good = await start_peer()  # on 127.0.0.1, like the registry: allowed without configuration
+    sock = free_socket()
+    # A card served on loopback whose interfaces point into a private network: never contacted.
+    card = peer_card("http://10.0.0.1:8000", agent_id="inner", name="Inner")
+    async with (
+        running(peer_app(card, _Recorder()), sock) as inner_url,
+        running(registry_app(str(tmp_path / "r.db")), free_socket()) as registry_url,
+    ):
+        await register(http, registry_url, good.url)
+        await register(http, registry_url, inner_url)
+        link = RegistryConnection(url=registry_url)
+        guarded = directory(http, ToolRegistry(), registry=link, peer_guard=PeerGuard())
+        await guarded.refresh()
+        assert {p.id for p in guarded.peers()} == {"b"}
+        allowed = directory(
+            http, ToolRegistry(), registry=link, peer_guard=PeerGuard(["10.0.0.0/8"])
+        )
+        await allowed.refresh()
+        assert {p.id for p in allowed.peers()} == {"b", "inner"}
+        from_card = PeerDirectory.from_settings(
+            http, PeersSettings(registry=link), self_id="a", tool_registry=ToolRegistry()
+        )
+        await from_card.refresh()
+        assert {p.id for p in from_card.peers()} == {"b"}
