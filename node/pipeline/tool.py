@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -121,7 +122,25 @@ class _Run:
         self.progress: ProgressCallback | None = progress if callable(progress) else None
         self.ctx = _step_context(ctx, tool.timeout)
         self.calls: dict[str, _Step] = {}
-        self.runner = ToolRunner(tool._catalog, on_event=self._on_event)
+        self.full: dict[str, str] = {}  # call id → whole text of an output over its tool's bound
+        self.runner = ToolRunner(tool._catalog, on_event=self._on_event, output_sink=self)
+
+    async def store(self, call: ToolCall, text: str) -> str:
+        """Output sink: a step's output is read by later steps, not by a model, so keep it whole.
+
+        (The pipeline's own result is bounded again by the runner that runs the pipeline.)
+        """
+        self.full[call.id] = text
+        return "the pipeline"
+
+    def _whole(self, call: ToolCall, output: Any) -> Any:
+        text = self.full.pop(call.id, None)
+        if text is None:
+            return output
+        try:
+            return json.loads(text)  # structured outputs were bounded as their JSON text
+        except json.JSONDecodeError:
+            return text
 
     async def wave(self, wave: list[_Step]) -> None:
         calls: list[ToolCall] = []
@@ -146,7 +165,8 @@ class _Run:
             for call, result in zip(calls, results, strict=True):
                 step = self.calls[call.id]
                 message = f"step {step.spec.id!r} ({step.spec.tool}) failed: {result.error}"
-                self._settle(step, result.ok, result.output, result.error_kind, message)
+                output = self._whole(call, result.output)
+                self._settle(step, result.ok, output, result.error_kind, message)
 
     def _settle(
         self, step: _Step, ok: bool, output: Any, kind: ErrorKind | None, message: str

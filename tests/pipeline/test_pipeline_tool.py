@@ -356,3 +356,38 @@ async def test_input_schema_defaults_fill_absent_arguments() -> None:
     result = await ToolRunner(registry).run_one("rep", {"word": "ab"})
     assert result.ok, result.error
     assert result.output == "ababab"
+
+
+async def test_a_large_structured_step_output_stays_whole_for_later_steps() -> None:
+    from node.pipeline import PipelineSpec, pipeline_tool
+    from node.tooling import ToolRegistry, ToolRunner, tool
+
+    @tool(read_only=True, max_output=100)
+    def big() -> dict:
+        """Return a large object."""
+        return {"items": list(range(1000)), "name": "big"}
+
+    @tool(read_only=True)
+    def count(items: list[int]) -> int:
+        """Count items.
+
+        Args:
+            items: The items.
+        """
+        return len(items)
+
+    registry = ToolRegistry([big, count])
+    spec = PipelineSpec.model_validate(
+        {
+            "id": "p",
+            "description": "Count a big step's items.",
+            "steps": [
+                {"id": "a", "tool": "big"},
+                {"id": "b", "tool": "count", "arguments": {"items": "$steps/a/items"}},
+            ],
+        }
+    )
+    registry.register(pipeline_tool(spec, registry))
+    result = await ToolRunner(registry).run_one("p", {})
+    assert result.ok, result.error
+    assert result.output == 1000
