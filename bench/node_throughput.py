@@ -86,11 +86,9 @@ def sdk_app(store_kind: str, data_dir: Path, port: int) -> Any:
         create_rest_routes,
     )
     from a2a.server.tasks import DatabaseTaskStore, InMemoryTaskStore, TaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, TaskState
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
     from starlette.applications import Starlette
     from starlette.routing import Mount
-
-    progress = "echo_progress" in _experiments()
 
     class EchoExecutor(AgentExecutor):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -101,10 +99,6 @@ def sdk_app(store_kind: str, data_dir: Path, port: int) -> Any:
                 await event_queue.enqueue_event(task)
             up = TaskUpdater(event_queue, task.id, task.context_id)
             await up.start_work()
-            if progress:
-                for note in ("calling echo (1/1)", "echo done in 0 ms (1/1)"):
-                    message = up.new_agent_message([Part(text=note)])
-                    await up.update_status(TaskState.TASK_STATE_WORKING, message)
             text = f"echo: {context.get_user_input()}"
             await up.add_artifact([Part(text=text)], name="echo")
             await up.complete()
@@ -192,64 +186,14 @@ def _experiments() -> list[str]:
     return [name for name in os.environ.get("BENCH_EXPERIMENT", "").split(",") if name]
 
 
-def _exp_no_progress(app: Any) -> None:
-    """Node: drop the runner's per-call progress status updates (2 extra WORKING events a call)."""
-    from node.tooling import ToolRunner
-
-    original = ToolRunner.__init__
-
-    def init(self: Any, registry: Any, *, on_event: Any = None, output_sink: Any = None) -> None:
-        original(self, registry, on_event=None, output_sink=output_sink)
-
-    ToolRunner.__init__ = init  # type: ignore[method-assign]
-
-
-def _exp_cache_skills(app: Any) -> None:
-    """Node: build the public-skills mapping once instead of on every request."""
-    from node.assembly import NodeTools
-
-    original = NodeTools.skills
-    cache: dict[int, Any] = {}
-
-    def skills(self: NodeTools) -> Any:
-        if id(self) not in cache:
-            cache[id(self)] = original(self)
-        return cache[id(self)]
-
-    NodeTools.skills = skills  # type: ignore[method-assign]
-
-
-def _exp_inline_sync(app: Any) -> None:
-    """Node: run sync function tools on the loop instead of ``asyncio.to_thread``."""
-    import asyncio
-    import types
-
-    from node.tooling import function_tool
-
-    async def inline(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        return function(*args, **kwargs)
-
-    patched = types.SimpleNamespace(**{**vars(asyncio), "to_thread": inline})
-    function_tool.asyncio = patched  # type: ignore[attr-defined,assignment]
-
-
 def _exp_no_guards(app: Any) -> None:
     """Node: remove the edge middleware (body limit, JSON-RPC content type)."""
     app.user_middleware = []
     app.middleware_stack = None
 
 
-def _exp_echo_progress(app: Any) -> None:
-    """Bare SDK servers: publish two extra WORKING status messages, as the node's runner does."""
-    # read by EchoExecutor through the environment; nothing to patch here
-
-
 EXPERIMENTS: dict[str, Callable[[Any], None]] = {
-    "no_progress": _exp_no_progress,
-    "cache_skills": _exp_cache_skills,
-    "inline_sync": _exp_inline_sync,
     "no_guards": _exp_no_guards,
-    "echo_progress": _exp_echo_progress,
 }
 
 
