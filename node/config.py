@@ -203,7 +203,10 @@ def parse_card(
     """Validate a parsed YAML tree into a :class:`NodeCard`; errors name the source and path."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a card must be a YAML mapping, got {type(data).__name__}")
-    data = interpolate_env(data, os.environ if env is None else env)
+    try:
+        data = interpolate_env(data, os.environ if env is None else env)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
     try:
         return NodeCard.model_validate(data)
     except ValidationError as exc:
