@@ -33,8 +33,8 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 
-from node.planning.request import normalise_numbers
 from node.states import INTERRUPTED, TERMINAL
+from node.wire import normalise_numbers
 
 
 def _message(parts: list[Part], metadata: Mapping[str, Any] | None, task: Task | None) -> Message:

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 
 from node.errors import PeerError
 from node.extensions import HOP, SKILL_SCHEMAS
-from node.peers.results import narrow
+from node.wire import normalise_numbers
 
 __all__ = [
     "CardFetcher",
@@ -52,7 +52,7 @@ def extension_params(card: AgentCard, uri: str) -> dict[str, Any] | None:
     """The params of the card's capability extension ``uri`` (``None`` when not declared)."""
     for ext in card.capabilities.extensions:
         if ext.uri == uri:
-            params = narrow(json_format.MessageToDict(ext.params))
+            params = normalise_numbers(json_format.MessageToDict(ext.params))
             return params if isinstance(params, dict) else {}
     return None
 

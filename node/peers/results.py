@@ -15,22 +15,13 @@ from typing import Any
 from a2a.types import Artifact, Message, Part
 from google.protobuf.json_format import MessageToDict
 
-__all__ = ["message_text", "narrow", "parts_result", "task_result"]
+from node.wire import normalise_numbers
 
-
-def narrow(value: Any) -> Any:
-    """Whole floats back to ints, recursively (JSON through protobuf loses the distinction)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: narrow(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [narrow(v) for v in value]
-    return value
+__all__ = ["message_text", "parts_result", "task_result"]
 
 
 def _part_json(part: Part) -> Any:
-    return narrow(MessageToDict(part))
+    return normalise_numbers(MessageToDict(part))
 
 
 def message_text(message: Message) -> str:
@@ -46,7 +37,7 @@ def parts_result(parts: Sequence[Part]) -> Any:
     """
     data = [p for p in parts if p.HasField("data")]
     if len(data) == 1 and all(p.HasField("text") or p is data[0] for p in parts):
-        return narrow(MessageToDict(data[0].data))
+        return normalise_numbers(MessageToDict(data[0].data))
     if parts and all(p.HasField("text") for p in parts):
         return "\n".join(p.text for p in parts)
     return [_part_json(p) for p in parts]
@@ -61,7 +52,7 @@ def task_result(artifacts: Sequence[Artifact], status_message: Message | None) -
         and len(artifacts[0].parts) == 1
         and artifacts[0].parts[0].HasField("data")
     ):
-        return narrow(MessageToDict(artifacts[0].parts[0].data))
+        return normalise_numbers(MessageToDict(artifacts[0].parts[0].data))
     parts = [p for a in artifacts for p in a.parts]
     if parts and all(p.HasField("text") for p in parts):
         return "\n".join(p.text for p in parts)

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.wire import normalise_numbers
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -18,17 +20,6 @@ class Request:
     text: str = ""
     data: tuple[Any, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
-
-
-def normalise_numbers(value: Any) -> Any:
-    """Turn whole floats back into ints, recursively."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: normalise_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalise_numbers(v) for v in value]
-    return value
 
 
 def parse_request(
