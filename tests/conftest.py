@@ -3,40 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import httpx
 import pytest
 from starlette.types import ASGIApp
 
 from node.server.serve import make_server
+from tests.servers import free_socket, wait_until_ready
 
 AppFactory = Callable[[str], ASGIApp]
 Serve = Callable[[AppFactory], Awaitable[str]]
-
-
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-async def wait_until_ready(url: str, path: str = "/healthz", timeout: float = 10.0) -> None:
-    """Poll ``url + path`` until it answers 2xx, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        while True:
-            try:
-                if (await client.get(url + path)).is_success:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{url}{path} not ready after {timeout}s")
-            await asyncio.sleep(0.02)
 
 
 @pytest.fixture

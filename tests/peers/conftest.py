@@ -10,16 +10,8 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 
-from tests.peers.peers_support import (
-    Peer,
-    PeerFactory,
-    Recorder,
-    free_socket,
-    peer_app,
-    peer_card,
-    running,
-    url_of,
-)
+from tests.peers.peers_support import Peer, PeerFactory, Recorder, peer_app, peer_card
+from tests.servers import free_socket, running, url_of
 
 
 @pytest.fixture

@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from a2a.helpers import new_data_part, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -206,45 +204,6 @@ def peer_app(card: AgentCard, recorder: Recorder) -> Starlette:
             Mount("/rest", routes=create_rest_routes(handler)),
         ],
     )
-
-
-def free_socket() -> socket.socket:
-    """A socket bound to an ephemeral loopback port, not listening (connections are refused)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
-@contextlib.asynccontextmanager
-async def running(app: ASGIApp, sock: socket.socket) -> AsyncIterator[str]:
-    """Serve ``app`` on ``sock`` with uvicorn until the block ends; yield the base URL."""
-    config = uvicorn.Config(
-        app,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        ws="none",
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if task.done() or time.monotonic() > deadline:
-            server.should_exit = True
-            await task
-            raise RuntimeError("server did not start")
-        await asyncio.sleep(0.005)
-    try:
-        yield url_of(sock)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=10)
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], within: float = 5.0) -> None:

@@ -8,7 +8,8 @@ from google.protobuf import json_format, struct_pb2
 from node.errors import PeerError
 from node.extensions import HOP
 from node.peers.cards import CardFetcher, agent_id, card_url, skill_schemas
-from tests.peers.peers_support import SCHEMAS, PeerFactory, free_socket, peer_card, url_of
+from tests.peers.peers_support import SCHEMAS, PeerFactory, peer_card
+from tests.servers import free_socket, url_of
 
 
 def test_card_url_accepts_a_base_or_a_card_url() -> None:

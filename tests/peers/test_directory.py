@@ -18,13 +18,11 @@ from tests.peers.peers_support import (
     Recorder,
     RequireToken,
     eventually,
-    free_socket,
     peer_app,
     peer_card,
     registry_app,
-    running,
-    url_of,
 )
+from tests.servers import free_socket, running, url_of
 
 B_TOOLS = {"b__add", "b__fail", "b__ask", "b__slow", "b__hops", "b__shout"}
 

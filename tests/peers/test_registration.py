@@ -7,15 +7,8 @@ import httpx
 import pytest
 
 from node.peers.registration import RegistryLink
-from tests.peers.peers_support import (
-    REGISTRY_TOKEN,
-    Peer,
-    PeerFactory,
-    eventually,
-    free_socket,
-    registry_app,
-    running,
-)
+from tests.peers.peers_support import REGISTRY_TOKEN, Peer, PeerFactory, eventually, registry_app
+from tests.servers import free_socket, running
 
 AUTH = {"Authorization": f"Bearer {REGISTRY_TOKEN}"}
 

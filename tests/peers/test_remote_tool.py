@@ -19,12 +19,10 @@ from tests.peers.peers_support import (
     PeerFactory,
     Recorder,
     RequireToken,
-    free_socket,
     peer_app,
     peer_card,
-    running,
-    url_of,
 )
+from tests.servers import free_socket, running, url_of
 
 
 def skill_tool(

@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 
 from node.server.serve import make_server
-from tests.conftest import free_socket, wait_until_ready
 from tests.planning.planning_support import DIALECTS, Dialect, Model, ScriptedModel
+from tests.servers import free_socket, wait_until_ready
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -9,8 +9,8 @@ from node.errors import PlanningError
 from node.planning.llm import LLMPlanner
 from node.planning.providers import ProviderError
 from node.tooling import ToolContext, ToolRegistry, ToolRunner
-from tests.conftest import free_socket
 from tests.planning.planning_support import HANG, KEY, KEY_ENV, Dialect, Model, Raw
+from tests.servers import free_socket
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

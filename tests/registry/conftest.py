@@ -1,17 +1,10 @@
-"""Fixtures for the registry tests.
-
-The helpers that run an ASGI app on a free loopback port (``free_socket``, ``running``) belong in a
-shared tests helper; they live here until one exists.
-"""
+"""Fixtures for the registry tests (servers on loopback come from ``tests.servers``)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import socket
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,39 +19,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from node.registry import RegistrySettings, build_registry_app
+from tests.servers import free_socket, running
 
 LOOPBACK = ("127.0.0.0/8",)
-
-
-def free_socket() -> socket.socket:
-    """A TCP socket bound to an ephemeral port on 127.0.0.1 (uvicorn listens on it)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-@contextlib.asynccontextmanager
-async def running(app: ASGIApp, sock: socket.socket, *, lifespan: str = "on") -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on ``sock`` in a background task; yield its base URL."""
-    config = uvicorn.Config(
-        app, lifespan=lifespan, log_level="warning", access_log=False, ws="none"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if task.done() or time.monotonic() > deadline:
-            server.should_exit = True
-            await task
-            raise RuntimeError("server did not start")
-        await asyncio.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=10)
-        sock.close()
 
 
 @contextlib.asynccontextmanager

@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from node.client import NodeClient, artifacts_of, skill_message, status_text, text_message
-from tests.conftest import free_socket, wait_until_ready
+from tests.servers import free_socket, wait_until_ready
 
 pytestmark = pytest.mark.network
 
