@@ -136,7 +136,6 @@ async def test_a_message_to_a_terminal_task_is_refused(node_url, http):
 
 
 async def test_client_ids_longer_than_36_characters_work(node_url, http):
-    long_id = "t" * 80
     response = await http.post(
         node_url + "/",
         json=rpc(
@@ -155,7 +154,6 @@ async def test_client_ids_longer_than_36_characters_work(node_url, http):
     result = response.json()["result"]["task"]
     assert result["status"]["state"] == "TASK_STATE_COMPLETED"
     assert result["contextId"] == "c" * 80
-    del long_id
 
 
 AUTH_ENV = {"ALICE_TOKEN": "alice-token-123", "BOB_KEY": "bob-api-key-456"}
