@@ -39,6 +39,8 @@ def _is_number(value: object) -> bool:
 def read_hop(metadata: Mapping[str, Any] | None, *, default_max_hops: int) -> HopState:
     """Read the hop state of a message's metadata; no hop entry means a fresh chain.
 
+    ``default_max_hops`` is the node's own limit: a sender's ``max_hops`` can only lower it.
+
     Malformed hop metadata is a violation (``ToolError`` of kind ``HOP_LIMIT``).
     """
     raw = (metadata or {}).get(HOP)
@@ -55,7 +57,9 @@ def read_hop(metadata: Mapping[str, Any] | None, *, default_max_hops: int) -> Ho
     deadline = raw.get("deadline")
     if deadline is not None and (not _is_number(deadline) or not math.isfinite(deadline)):
         raise _violation("malformed hop metadata: 'deadline' must be epoch seconds")
-    return HopState(tuple(chain), int(max_hops), None if deadline is None else float(deadline))
+    # a caller may lower the node's own hop limit, never raise it
+    limit = min(int(max_hops), default_max_hops)
+    return HopState(tuple(chain), limit, None if deadline is None else float(deadline))
 
 
 def check_hop(state: HopState, self_id: str, now: float) -> None:

@@ -25,7 +25,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, Router
 
 from node.assembly import NodeTools, assemble_tools
 from node.card import REST_PREFIX, build_agent_card
@@ -36,7 +36,7 @@ from node.peers.registration import RegistryLink
 from node.peers.settings import read_token
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
-from node.server.http_guards import JsonRpcContentType
+from node.server.http_guards import BodyGuard
 from node.store.factory import close_task_store, open_task_store
 from node.store.recovery import fail_interrupted
 from node.tooling import Tool
@@ -184,17 +184,18 @@ def build_node_app(
                 on_error=on_auth_error,
             )
         )
-    middleware.append(Middleware(JsonRpcContentType, rpc_path="/"))
+    middleware.append(Middleware(BodyGuard, rpc_path="/", rest_prefix=REST_PREFIX))
     app = Starlette(
         routes=[
             agent_card_route(current_card(), card_now, card.server.card_cache_s),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             *create_jsonrpc_routes(handler, rpc_url="/"),
-            Mount(REST_PREFIX, routes=create_rest_routes(handler)),
+            Mount(REST_PREFIX, app=Router(create_rest_routes(handler), redirect_slashes=False)),
         ],
         middleware=middleware,
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # an unknown path is 404, not a redirect
     app.state.node = state
     return app

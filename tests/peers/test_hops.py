@@ -25,7 +25,17 @@ def test_no_hop_metadata_is_a_fresh_chain() -> None:
 
 def test_read_hop_reads_chain_limit_and_deadline() -> None:
     meta = {HOP: {"chain": ["a", "b"], "max_hops": 5, "deadline": NOW + 3}}
-    assert read_hop(meta, default_max_hops=4) == HopState(("a", "b"), 5, NOW + 3)
+    assert read_hop(meta, default_max_hops=6) == HopState(("a", "b"), 5, NOW + 3)
+
+
+@pytest.mark.parametrize("sent", [5, 1e9, 10**30])
+def test_a_caller_cannot_raise_the_nodes_hop_limit(sent: float) -> None:
+    meta = {HOP: {"chain": ["a"], "max_hops": sent}}
+    assert read_hop(meta, default_max_hops=4).max_hops == 4
+
+
+def test_a_caller_may_lower_the_nodes_hop_limit() -> None:
+    assert read_hop({HOP: {"chain": [], "max_hops": 2}}, default_max_hops=4).max_hops == 2
 
 
 def test_whole_float_max_hops_from_protobuf_is_accepted() -> None:
