@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir")
     p.set_defaults(run=lambda a: asyncio.run(_call(a)))
 
-    from node.cli_network import add_network_commands
+    from node.cli.network import add_network_commands
 
     add_network_commands(sub)
     return parser

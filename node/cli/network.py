@@ -1,7 +1,6 @@
 """The network commands of ``a2a-node``: ``registry``, ``agents`` and ``up``.
 
-``node.cli.build_parser`` calls :func:`add_network_commands`; ``python -m node.cli_network``
-runs these three commands alone (and hands any other command to ``node.cli``).
+``node.cli.build_parser`` calls :func:`add_network_commands`.
 """
 
 from __future__ import annotations
