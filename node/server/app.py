@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.types import AgentCard
 from starlette.applications import Starlette
@@ -37,6 +36,7 @@ from node.peers.settings import read_token
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
 from node.server.http_guards import BodyGuard
+from node.server.request_handler import NodeRequestHandler
 from node.store.factory import close_task_store, open_task_store
 from node.store.recovery import fail_interrupted
 from node.tooling import Tool
@@ -128,7 +128,7 @@ def build_node_app(
         ),
     )
     task_store = open_task_store(store or card.server.store, data_dir)
-    handler = DefaultRequestHandler(
+    handler = NodeRequestHandler(
         agent_executor=executor,
         task_store=task_store,
         agent_card=current_card(),

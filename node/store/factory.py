@@ -2,27 +2,31 @@
 
 Accepted forms:
 
-- ``memory``: the SDK's InMemoryTaskStore (lost on restart);
+- ``memory``: :class:`~node.store.memory.MemoryTaskStore`, the SDK's InMemoryTaskStore with the
+  guards of the durable stores (lost on restart);
 - ``sqlite``: ``<data_dir>/tasks.db``;
 - ``sqlite:///relative/x.db`` (under ``data_dir``) or ``sqlite:////absolute/x.db``, optionally
   with ``?synchronous=FULL`` (see :mod:`node.store.sqlite` for what each level can lose);
-- ``postgresql://…`` or ``postgres://…``: PostgreSQL through asyncpg (the ``postgres`` extra).
+- ``postgresql://…`` or ``postgres://…``: PostgreSQL through asyncpg (the ``postgres`` extra),
+  optionally with ``?table=name`` (default ``tasks``) so that several nodes share one database.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import cast
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl, urlencode
 
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.server.tasks import TaskStore
 
 from node.errors import ConfigError
+from node.store.memory import MemoryTaskStore
 from node.store.sqlite import SqliteTaskStore, Synchronous
 
 ACCEPTED = (
     "'memory', 'sqlite', 'sqlite:///relative/path.db', 'sqlite:////absolute/path.db' "
     "(optionally '?synchronous=FULL'), 'postgresql://user:password@host:port/db' or 'postgres://…'"
+    " (optionally '?table=name')"
 )
 
 
@@ -31,12 +35,12 @@ def open_task_store(url_or_kind: str, data_dir: Path) -> TaskStore:
     spec = url_or_kind.strip()
     scheme, _, rest = spec.partition("://")
     if spec == "memory":
-        return InMemoryTaskStore()
+        return MemoryTaskStore()
     if spec == "sqlite":
         return SqliteTaskStore(data_dir / "tasks.db")
     if scheme == "sqlite" and rest.startswith("/") and len(rest) > 1:
         path, _, query = rest[1:].partition("?")
-        options = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        options = dict(parse_qsl(query, keep_blank_values=True))
         synchronous = options.pop("synchronous", "NORMAL").upper()
         if options or synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"task store {spec!r}: the only option is synchronous=NORMAL|FULL")
@@ -48,7 +52,14 @@ def open_task_store(url_or_kind: str, data_dir: Path) -> TaskStore:
             raise ConfigError(
                 "a PostgreSQL task store needs asyncpg: pip install 'a2a-node[postgres]'"
             ) from exc
-        return PostgresTaskStore(f"postgresql://{rest}")
+        base, _, query = rest.partition("?")
+        pairs = parse_qsl(query, keep_blank_values=True)
+        tables = [v for k, v in pairs if k == "table"]
+        if not tables:
+            return PostgresTaskStore(f"postgresql://{rest}")
+        others = urlencode([(k, v) for k, v in pairs if k != "table"])
+        dsn = f"postgresql://{base}" + (f"?{others}" if others else "")
+        return PostgresTaskStore(dsn, table=tables[-1])
     shown = f"{scheme}://…" if "@" in spec else spec  # never echo a password
     raise ConfigError(f"unknown task store {shown!r}; expected one of {ACCEPTED}")
 

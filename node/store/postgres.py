@@ -1,17 +1,31 @@
 """PostgresTaskStore: the shared task store for several replicas of a node (asyncpg pool).
 
-Same table design and semantics as :class:`node.store.sqlite.SqliteTaskStore`: TEXT ids without a
-length limit (``COLLATE "C"`` so ids order by code point, like the SDK's in-memory store), the task
-serialised as BYTEA, one ``INSERT … ON CONFLICT DO UPDATE`` per save. Every acknowledged save is
-committed with the server's durability settings (``synchronous_commit``).
+Same table design and semantics as :class:`node.store.sqlite.SqliteTaskStore`: TEXT ids
+(``COLLATE "C"`` so ids order by code point, like the SDK's in-memory store) within the limits of
+:mod:`node.store.ids`, the task serialised as BYTEA, one ``INSERT … ON CONFLICT DO UPDATE`` per
+save that refuses to change a terminal task (:mod:`node.store.terminal`), and the id of the
+message that created each task for idempotent sends (:mod:`node.store.sends`). Every
+acknowledged save is committed with the server's durability settings (``synchronous_commit``).
 
-:meth:`PostgresTaskStore.fail_interrupted` fails the live tasks of *every* replica sharing the
-table: call it only when no other replica is running (e.g. a single-replica restart).
+Replicas and restart recovery. Each store holds, for its whole life, a session-level advisory
+lock in *shared* mode on a dedicated connection (key: a constant and ``hashtext`` of
+``<schema>.<table>``), so every live replica of a table is visible to the others.
+:meth:`PostgresTaskStore.fail_interrupted` first tries the same lock in *exclusive* mode: that
+succeeds only when no other process holds it, i.e. no other replica is alive, and then it fails
+the SUBMITTED/WORKING tasks the dead processes left behind. Otherwise it fails nothing and logs
+how many other replicas use the table: their tasks are theirs (or a lease-based reaper's). The
+lock dies with the connection, so a crashed replica stops counting at once. Session advisory
+locks need a session: connect directly or through a pooler in session mode, not in transaction
+mode (PgBouncer ``pool_mode=transaction``).
+
+The column ``message_id``/``created_ns`` pair is added to a table created by an older version
+on first start (``ALTER TABLE … ADD COLUMN``, under the schema lock).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,17 +39,29 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import StoreError
+from node.store.ids import check_id, check_owner
 from node.store.recovery import DEFAULT_REASON, failed_task
 from node.store.sql import (
     LIVE_STATES,
+    ROW_WIDTH,
     build_list_query,
+    check_list_params,
     check_table_name,
+    find_by_message_sql,
     page_response,
     parse_token,
+    task_row,
     task_ts_ns,
+    upsert_sql,
 )
+from node.store.terminal import TerminalTaskError
 
+log = logging.getLogger(__name__)
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
+REPLICA_LOCK_CLASS = 0x61326E6F
+"""First key of the replica lock (``pg_advisory_lock_shared(class, hashtext(table))``)."""
+LOCK_WAIT_S = 30.0
+"""How long opening waits for a recovering replica's exclusive lock."""
 
 
 class PostgresTaskStore(TaskStore):
@@ -55,17 +81,15 @@ class PostgresTaskStore(TaskStore):
         self.table = check_table_name(table)
         self._sizes = (min_size, max_size)
         self._pool: asyncpg.Pool | None = None
+        self._presence: asyncpg.Connection | None = None  # holds the shared replica lock
+        self._lock_key = 0
         self._init_lock = asyncio.Lock()
         t = table
-        self._upsert = (
-            f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data)"
-            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner, id) DO UPDATE SET"
-            " context_id = excluded.context_id, state = excluded.state,"
-            " ts_ns = excluded.ts_ns, data = excluded.data"
-        )
+        self._upsert = upsert_sql(t, "(" + ", ".join(f"${i + 1}" for i in range(ROW_WIDTH)) + ")")
         self._select = f"SELECT data FROM {t} WHERE owner = $1 AND id = $2"
         self._select_ts = f"SELECT ts_ns FROM {t} WHERE owner = $1 AND id = $2"
         self._delete = f"DELETE FROM {t} WHERE owner = $1 AND id = $2"
+        self._by_message = find_by_message_sql(t, "$")
 
     def _schema(self) -> str:
         t = self.table
@@ -73,14 +97,36 @@ class PostgresTaskStore(TaskStore):
             CREATE TABLE IF NOT EXISTS {t} (
                 owner TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
                 context_id TEXT NOT NULL, state INTEGER NOT NULL, ts_ns BIGINT,
-                data BYTEA NOT NULL, PRIMARY KEY (owner, id));
+                data BYTEA NOT NULL, message_id TEXT COLLATE "C", created_ns BIGINT,
+                PRIMARY KEY (owner, id));
             CREATE INDEX IF NOT EXISTS {t}_by_time ON {t} (owner, ts_ns DESC NULLS LAST, id DESC);
             CREATE INDEX IF NOT EXISTS {t}_by_context ON {t} (owner, context_id);
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
         """
 
+    def _indexes(self) -> str:
+        t = self.table
+        return f"""
+            CREATE INDEX IF NOT EXISTS {t}_by_message ON {t} (owner, message_id, created_ns DESC)
+                WHERE message_id IS NOT NULL;
+        """
+
+    async def _migrate(self, conn: asyncpg.Connection) -> None:
+        """Add the columns a table created by an older version lacks (only when missing)."""
+        have = await conn.fetchval(
+            "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)"
+            " AND attname IN ('message_id', 'created_ns') AND NOT attisdropped",
+            self.table,
+        )
+        if have < 2:
+            t = self.table
+            await conn.execute(
+                f'ALTER TABLE {t} ADD COLUMN IF NOT EXISTS message_id TEXT COLLATE "C",'
+                " ADD COLUMN IF NOT EXISTS created_ns BIGINT"
+            )
+
     async def initialize(self) -> None:
-        """Create the connection pool and the schema (otherwise done on first use)."""
+        """Connect, create the schema and join the table's replicas (otherwise on first use)."""
         await self._connect()
 
     async def _connect(self) -> asyncpg.Pool:
@@ -98,11 +144,33 @@ class PostgresTaskStore(TaskStore):
                     # Replicas starting together would race on CREATE … IF NOT EXISTS.
                     await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.table)
                     await conn.execute(self._schema())
+                    await self._migrate(conn)
+                    await conn.execute(self._indexes())
+                self._presence = await self._join(pool)
             except _FAILURES as exc:
                 await pool.close()
                 raise StoreError(f"cannot create the task table {self.table}: {exc}") from exc
             self._pool = pool
             return pool
+
+    async def _join(self, pool: asyncpg.Pool) -> asyncpg.Connection:
+        """A dedicated connection holding the shared replica lock of this table."""
+        async with pool.acquire() as conn:
+            self._lock_key = await conn.fetchval(
+                "SELECT hashtext(current_schema() || '.' || lower($1))", self.table
+            )
+        presence = await asyncpg.connect(self.dsn)
+        try:
+            await presence.execute(
+                "SELECT pg_advisory_lock_shared($1, $2)",
+                REPLICA_LOCK_CLASS,
+                self._lock_key,
+                timeout=LOCK_WAIT_S,
+            )
+        except BaseException:
+            await presence.close()
+            raise
+        return presence
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
@@ -114,32 +182,56 @@ class PostgresTaskStore(TaskStore):
             raise StoreError(f"task store failed ({type(exc).__name__})") from exc
 
     async def close(self) -> None:
-        """Close the pool (a later call reconnects)."""
+        """Close the pool and leave the replicas (a later call reconnects)."""
         pool, self._pool = self._pool, None
+        presence, self._presence = self._presence, None
+        if presence is not None:
+            await presence.close()
         if pool is not None:
             await pool.close()
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Insert or replace ``task`` for the caller's owner; committed when this returns."""
-        owner = self.owner_resolver(context)
-        args = (task.id, task.context_id, task.status.state, task_ts_ns(task))
+        """Insert or replace ``task`` for the caller's owner; committed when this returns.
+
+        Raises :class:`~node.store.terminal.TerminalTaskError` when the stored task is terminal
+        and ``task`` differs from it (the stored task is kept).
+        """
+        row = task_row(task, self.owner_resolver(context))
         async with self._conn() as conn:
-            await conn.execute(self._upsert, owner, *args, task.SerializeToString())
+            written = await conn.fetchrow(self._upsert, *row)
+        if written is None:
+            log.warning("refused a save of terminal task %s (store %s)", task.id, self.table)
+            raise TerminalTaskError(task.id, task.status.state)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, or ``None``."""
+        owner = check_owner(self.owner_resolver(context))
+        check_id(task_id, "id")
         async with self._conn() as conn:
-            data = await conn.fetchval(self._select, self.owner_resolver(context), task_id)
+            data = await conn.fetchval(self._select, owner, task_id)
+        return None if data is None else Task.FromString(data)
+
+    async def find_by_message(
+        self, message_id: str, context: ServerCallContext, *, since_ns: int
+    ) -> Task | None:
+        """The caller's newest task created by ``message_id`` at or after ``since_ns``."""
+        owner = check_owner(self.owner_resolver(context))
+        check_id(message_id, "messageId")
+        async with self._conn() as conn:
+            data = await conn.fetchval(self._by_message, owner, message_id, since_ns)
         return None if data is None else Task.FromString(data)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Delete the caller's task ``task_id`` (no error when absent)."""
+        owner = check_owner(self.owner_resolver(context))
+        check_id(task_id, "id")
         async with self._conn() as conn:
-            await conn.execute(self._delete, self.owner_resolver(context), task_id)
+            await conn.execute(self._delete, owner, task_id)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """One page of the caller's tasks, newest status first."""
         owner = self.owner_resolver(context)
+        check_list_params(params, owner)
         start, legacy_id = parse_token(params.page_token)
         async with self._conn() as conn:
             if legacy_id is not None:
@@ -160,8 +252,50 @@ class PostgresTaskStore(TaskStore):
             rows = await conn.fetch(q.page_sql, *q.page_args)
         return page_response(rows, total, q.limit)
 
+    async def other_replicas(self) -> int:
+        """How many other processes hold this table's replica lock."""
+        await self._connect()
+        assert self._presence is not None
+        count: int = await self._presence.fetchval(
+            "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = ($1::int4)::oid AND objid = ($2::int4)::oid AND objsubid = 2"
+            " AND pid <> pg_backend_pid()",
+            REPLICA_LOCK_CLASS,
+            self._lock_key,
+        )
+        return count
+
     async def fail_interrupted(self, reason: str = DEFAULT_REASON) -> int:
-        """Set every SUBMITTED/WORKING task (all owners) to FAILED; returns how many."""
+        """Fail every SUBMITTED/WORKING task (all owners) if no other replica is alive.
+
+        Returns how many tasks were failed: 0 as well when other replicas hold the table's
+        replica lock (their live tasks are not interrupted; nothing is touched).
+        """
+        await self._connect()
+        presence = self._presence
+        assert presence is not None
+        alone = await presence.fetchval(
+            "SELECT pg_try_advisory_lock($1, $2)", REPLICA_LOCK_CLASS, self._lock_key
+        )
+        if not alone:
+            others = await self.other_replicas()
+            log.warning(
+                "%d other replica(s) use task table %s; interrupted tasks are left for them "
+                "(or for lease recovery), none marked failed",
+                others,
+                self.table,
+            )
+            return 0
+        try:
+            return await self._fail_all(reason)
+        finally:
+            # Back to shared only: this replica keeps counting as alive.
+            await presence.execute(
+                "SELECT pg_advisory_unlock($1, $2)", REPLICA_LOCK_CLASS, self._lock_key
+            )
+
+    async def _fail_all(self, reason: str) -> int:
         t = self.table
         async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(

@@ -1,4 +1,9 @@
-"""SQL shared by the SQLite and PostgreSQL stores: table names, live states, ``ListTasks``.
+"""SQL shared by the SQLite and PostgreSQL stores: rows, the guarded upsert, ``ListTasks``.
+
+A task is one row ``(owner, id, context_id, state, ts_ns, data, message_id, created_ns)``; the
+upsert refuses to change a terminal row (:mod:`node.store.terminal`) and reports the rows it
+wrote, ``message_id``/``created_ns`` are set only when the row is created (:mod:`node.store.sends`).
+Every id is checked by :mod:`node.store.ids` before it reaches SQL.
 
 ``ListTasks`` has the same semantics as the SDK's stores: filters ``context_id``, ``status`` and
 ``status_timestamp_after``; order ``(has timestamp, timestamp, id)`` descending; page tokens are the
@@ -9,6 +14,7 @@ are kept as nanoseconds clamped to the signed 64-bit range both databases can in
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +31,10 @@ from a2a.utils.task import (
 )
 
 from node.errors import ConfigError
+from node.store.ids import check_id, check_owner, id_problem
 from node.store.recovery import INTERRUPTED_STATES
+from node.store.sends import creating_message_id
+from node.store.terminal import TERMINAL_STATES_SQL
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -52,6 +61,52 @@ def task_ts_ns(task: Task) -> int | None:
     return clamp_ns(task.status.timestamp.ToNanoseconds())
 
 
+def task_row(task: Task, owner: str) -> tuple[Any, ...]:
+    """The row that stores ``task`` for ``owner``; ``InvalidParamsError`` for an invalid id."""
+    check_owner(owner)
+    check_id(task.id, "id")
+    check_id(task.context_id, "contextId")
+    return (
+        owner,
+        task.id,
+        task.context_id,
+        task.status.state,
+        task_ts_ns(task),
+        task.SerializeToString(),
+        creating_message_id(task),
+        time.time_ns(),
+    )
+
+
+ROW_WIDTH = 8
+"""Values per :func:`task_row`."""
+
+
+def upsert_sql(table: str, values: str) -> str:
+    """Insert or update rows ``values``; a terminal row changes only to identical data.
+
+    ``RETURNING owner, id`` lists the rows written, so a missing row is a refused save.
+    """
+    t = table
+    return (
+        f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data, message_id, created_ns)"
+        f" VALUES {values} ON CONFLICT (owner, id) DO UPDATE SET"
+        " context_id = excluded.context_id, state = excluded.state,"
+        " ts_ns = excluded.ts_ns, data = excluded.data"
+        f" WHERE {t}.state NOT IN ({TERMINAL_STATES_SQL}) OR {t}.data = excluded.data"
+        " RETURNING owner, id"
+    )
+
+
+def find_by_message_sql(table: str, placeholder: str) -> str:
+    """The newest task of owner ``1`` created by message ``2`` at or after ``3`` (ns)."""
+    p = placeholder
+    return (
+        f"SELECT data FROM {table} WHERE owner = {p}1 AND message_id = {p}2"
+        f" AND created_ns >= {p}3 ORDER BY created_ns DESC LIMIT 1"
+    )
+
+
 def next_token(ts_ns: int | None, task_id: str) -> str:
     """The page token that continues after the row ``(ts_ns, task_id)``."""
     return encode_list_tasks_cursor(ListTasksCursor(timestamp_ns=ts_ns, task_id=task_id))
@@ -60,7 +115,8 @@ def next_token(ts_ns: int | None, task_id: str) -> str:
 def parse_token(token: str) -> tuple[ListTasksCursor | None, str | None]:
     """``(cursor, None)`` for a cursor token, ``(None, first_task_id)`` for a legacy one.
 
-    Raises ``InvalidParamsError`` for a token that is neither.
+    Raises ``InvalidParamsError`` for a token that is neither, or whose task id is not a valid id
+    (:mod:`node.store.ids`).
     """
     if not token:
         return None, None
@@ -68,8 +124,19 @@ def parse_token(token: str) -> tuple[ListTasksCursor | None, str | None]:
     if cursor is not None:
         if cursor.timestamp_ns is not None and clamp_ns(cursor.timestamp_ns) != cursor.timestamp_ns:
             raise InvalidParamsError("Invalid page token")
+        if id_problem(cursor.task_id):
+            raise InvalidParamsError("Invalid page token")
         return cursor, None
-    return None, decode_page_token(token)
+    legacy_id = decode_page_token(token)
+    if id_problem(legacy_id):
+        raise InvalidParamsError("Invalid page token")
+    return None, legacy_id
+
+
+def check_list_params(params: ListTasksRequest, owner: str) -> None:
+    """``InvalidParamsError`` for an owner or ``contextId`` filter that is not a valid id."""
+    check_owner(owner)
+    check_id(params.context_id, "contextId")
 
 
 def page_size(params: ListTasksRequest) -> int:

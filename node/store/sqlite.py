@@ -32,11 +32,18 @@ save waits for a thread hand-off (~0.1 ms). See ``bench/store_throughput.py``.
 One process per file: opening takes an exclusive ``flock`` on ``<file>.lock`` (waiting up to
 ``lock_timeout``), so a second node on the same data directory fails to start instead of failing
 the first one's running tasks with :meth:`SqliteTaskStore.fail_interrupted`.
+
+Guards shared with the PostgreSQL store: ids within :mod:`node.store.ids`, terminal tasks final
+(:mod:`node.store.terminal`: the batched upsert reports the rows it wrote with ``RETURNING``, so a
+refused row fails only its own save, never the rest of its batch), and the id of the message that
+created each task for idempotent sends (:mod:`node.store.sends`; a file created by an older
+version gets the two columns on open).
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
 import time
@@ -52,17 +59,25 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import ConfigError, StoreError
+from node.store.ids import check_id, check_owner
 from node.store.recovery import DEFAULT_REASON, failed_task
 from node.store.sql import (
     LIVE_STATES,
+    ROW_WIDTH,
     build_list_query,
+    check_list_params,
     check_table_name,
+    find_by_message_sql,
     page_response,
     parse_token,
+    task_row,
     task_ts_ns,
+    upsert_sql,
 )
-from node.store.sqlite_writer import SqliteWriter
+from node.store.sqlite_writer import Row, SqliteWriter
+from node.store.terminal import TerminalTaskError
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -94,25 +109,32 @@ class SqliteTaskStore(TaskStore):
         self._writer: SqliteWriter | None = None  # its own connection and thread
         self._lock_fd: int | None = None
         t = table
-        self._upsert = (
-            f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data) VALUES {{rows}}"
-            " ON CONFLICT (owner, id) DO UPDATE SET context_id = excluded.context_id,"
-            " state = excluded.state, ts_ns = excluded.ts_ns, data = excluded.data"
-        )
         self._select = f"SELECT data FROM {t} WHERE owner = ? AND id = ?"
         self._select_ts = f"SELECT ts_ns FROM {t} WHERE owner = ? AND id = ?"
         self._delete = f"DELETE FROM {t} WHERE owner = ? AND id = ?"
+        self._by_message = find_by_message_sql(t, "?")
 
-    def _schema(self) -> str:
+    def _schema(self, conn: sqlite3.Connection) -> str:
         t = self.table
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({t})")}
+        migrate = (
+            f"ALTER TABLE {t} ADD COLUMN message_id TEXT; "
+            f"ALTER TABLE {t} ADD COLUMN created_ns INTEGER;"
+            if columns and "message_id" not in columns
+            else ""
+        )
         return f"""
             CREATE TABLE IF NOT EXISTS {t} (
                 owner TEXT NOT NULL, id TEXT NOT NULL, context_id TEXT NOT NULL,
                 state INTEGER NOT NULL, ts_ns INTEGER, data BLOB NOT NULL,
+                message_id TEXT, created_ns INTEGER,
                 PRIMARY KEY (owner, id));
+            {migrate}
             CREATE INDEX IF NOT EXISTS {t}_by_time ON {t} (owner, ts_ns DESC, id DESC);
             CREATE INDEX IF NOT EXISTS {t}_by_context ON {t} (owner, context_id);
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
+            CREATE INDEX IF NOT EXISTS {t}_by_message ON {t} (owner, message_id, created_ns DESC)
+                WHERE message_id IS NOT NULL;
         """
 
     def _open(self) -> tuple[sqlite3.Connection, SqliteWriter]:
@@ -128,7 +150,7 @@ class SqliteTaskStore(TaskStore):
                 conns.append(conn)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conns[0].executescript(f"BEGIN IMMEDIATE; {self._schema()} COMMIT;")
+            conns[0].executescript(f"BEGIN IMMEDIATE; {self._schema(conns[0])} COMMIT;")
             conns[1].execute("PRAGMA query_only=1")
         except (OSError, sqlite3.Error) as exc:
             for conn in conns:
@@ -137,7 +159,7 @@ class SqliteTaskStore(TaskStore):
                 os.close(self._lock_fd)
                 self._lock_fd = None
             raise StoreError(f"cannot open task store {self.path}: {exc}") from exc
-        self._writer = SqliteWriter(conns[0], self._upsert_sql)
+        self._writer = SqliteWriter(conns[0], self._upsert_sql, self._refused)
         self._reader = conns[1]
         return self._reader, self._writer
 
@@ -159,7 +181,13 @@ class SqliteTaskStore(TaskStore):
                 time.sleep(0.05)
 
     def _upsert_sql(self, rows: int) -> str:
-        return self._upsert.format(rows=", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
+        one = "(" + ", ".join(["?"] * ROW_WIDTH) + ")"
+        return upsert_sql(self.table, ", ".join([one] * rows))
+
+    def _refused(self, row: Row) -> BaseException:
+        """The error of a row the guarded upsert did not write (its stored task is terminal)."""
+        log.warning("refused a save of terminal task %s (store %s)", row[1], self.path)
+        return TerminalTaskError(row[1], row[3])
 
     def _read(self, sql: str, args: Any) -> list[Any]:
         reader = self._reader or self._open()[0]
@@ -191,15 +219,12 @@ class SqliteTaskStore(TaskStore):
             self._lock_fd = None
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
-        """Insert or replace ``task`` for the caller's owner; committed when this returns."""
-        row = (
-            self.owner_resolver(context),
-            task.id,
-            task.context_id,
-            task.status.state,
-            task_ts_ns(task),
-            task.SerializeToString(),
-        )
+        """Insert or replace ``task`` for the caller's owner; committed when this returns.
+
+        Raises :class:`~node.store.terminal.TerminalTaskError` when the stored task is terminal
+        and ``task`` differs from it (the stored task is kept).
+        """
+        row = task_row(task, self.owner_resolver(context))
         writer = self._writer or self._open()[1]
         try:
             await writer.upsert(row)
@@ -208,17 +233,28 @@ class SqliteTaskStore(TaskStore):
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, or ``None``."""
-        rows = self._read(self._select, (self.owner_resolver(context), task_id))
+        owner = check_owner(self.owner_resolver(context))
+        rows = self._read(self._select, (owner, check_id(task_id, "id")))
+        return Task.FromString(rows[0][0]) if rows else None
+
+    async def find_by_message(
+        self, message_id: str, context: ServerCallContext, *, since_ns: int
+    ) -> Task | None:
+        """The caller's newest task created by ``message_id`` at or after ``since_ns``."""
+        owner = check_owner(self.owner_resolver(context))
+        args = (owner, check_id(message_id, "messageId"), since_ns)
+        rows = self._read(self._by_message, args)
         return Task.FromString(rows[0][0]) if rows else None
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Delete the caller's task ``task_id`` (no error when absent)."""
-        args = (self.owner_resolver(context), task_id)
+        args = (check_owner(self.owner_resolver(context)), check_id(task_id, "id"))
         await self._write(lambda conn: conn.execute(self._delete, args))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """One page of the caller's tasks, newest status first."""
         owner = self.owner_resolver(context)
+        check_list_params(params, owner)
         start, legacy_id = parse_token(params.page_token)
         if legacy_id is not None:
             found = self._read(self._select_ts, (owner, legacy_id))

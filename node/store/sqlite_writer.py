@@ -5,6 +5,11 @@ takes everything queued since its last commit; consecutive upserts become one mu
 ``INSERT … ON CONFLICT DO UPDATE`` (one transaction, one WAL append), other jobs run alone in
 order. A future resolves only after its transaction committed. Disk waits (WAL writes, checkpoint
 fsyncs) therefore happen off the event loop, and a burst of saves costs one commit.
+
+The upsert may decline rows (a guarded ``ON CONFLICT DO UPDATE … WHERE``): it must end in
+``RETURNING owner, id`` (a row's first two values), and each row it did not return fails only its
+own future, with ``refused(row)``. A statement never holds the same key twice, so each returned
+key names exactly one row.
 """
 
 from __future__ import annotations
@@ -46,9 +51,15 @@ def _settle(jobs: list[_Job]) -> None:
 class SqliteWriter:
     """The write side of a SqliteTaskStore; ``upsert_sql(n)`` builds the n-row statement."""
 
-    def __init__(self, conn: sqlite3.Connection, upsert_sql: Callable[[int], str]) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        upsert_sql: Callable[[int], str],
+        refused: Callable[[Row], BaseException],
+    ) -> None:
         self._conn = conn
         self._upsert_sql = upsert_sql
+        self._refused = refused
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="sqlite-task-writer", daemon=True)
         self._thread.start()
@@ -98,16 +109,12 @@ class SqliteWriter:
         start = 0
         while start < len(batch):
             end = start
-            while end < len(batch) and batch[end].row is not None:
+            keys: set[Row] = set()
+            while end < len(batch) and (row := batch[end].row) is not None and row[:2] not in keys:
+                keys.add(row[:2])
                 end += 1
-            if end > start:  # consecutive upserts: one statement, one transaction
-                run = batch[start:end]
-                try:
-                    params = [value for job in run for value in job.row or ()]
-                    self._conn.execute(self._upsert_sql(len(run)), params)
-                except Exception as exc:
-                    for job in run:
-                        job.error = exc
+            if end > start:  # consecutive upserts of distinct keys: one statement, one transaction
+                self._upsert(batch[start:end])
                 start = end
             else:
                 job = batch[start]
@@ -116,3 +123,16 @@ class SqliteWriter:
                 except Exception as exc:
                     job.error = exc
                 start += 1
+
+    def _upsert(self, run: list[_Job]) -> None:
+        rows = [job.row or () for job in run]
+        try:
+            params = [value for row in rows for value in row]
+            written = {tuple(r) for r in self._conn.execute(self._upsert_sql(len(run)), params)}
+        except Exception as exc:
+            for job in run:
+                job.error = exc
+            return
+        for job, row in zip(run, rows, strict=True):
+            if row[:2] not in written:
+                job.error = self._refused(row)
