@@ -31,7 +31,9 @@ from a2a.types import (
 )
 from a2a.utils.errors import UnsupportedOperationError
 
+from node.registry import safejson
 from node.registry.errors import BadRequest, error_body, status_and_code
+from node.registry.records import RENDER_ERRORS
 from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Query, Registry
 from node.registry.settings import RegistrySettings
 
@@ -105,7 +107,11 @@ def parse_request(message: Message) -> Query:
     if healthy is not None and not isinstance(healthy, bool):
         raise BadRequest("healthy must be true or false")
     limit = args.get("limit", DEFAULT_PAGE_SIZE)
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or limit != int(limit):
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int | float)
+        or (isinstance(limit, float) and not limit.is_integer())
+    ):
         raise BadRequest(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}")
     return Query(
         skill=args.get("skill") or None,
@@ -141,16 +147,21 @@ class FindAgentsExecutor(AgentExecutor):
 
     def _find(self, query: Query) -> tuple[dict[str, Any], str]:
         page = self.registry.search(query)
-        agents = [
-            {
+        agents = []
+        for r in page.agents:
+            agent = {
                 "id": r.id,
                 "name": r.name,
                 "card_url": r.card_url,
                 "skills": [s.to_json() for s in r.skills],
                 "healthy": self.registry.is_healthy(r),
             }
-            for r in page.agents
-        ]
+            try:
+                safejson.dumps(agent)
+            except RENDER_ERRORS as exc:  # one bad entry must not fail the answer
+                self.registry.set_aside(r, f"cannot be rendered ({type(exc).__name__})")
+                continue
+            agents.append(agent)
         more = "; more with next_page_token" if page.next_page_token else ""
         summary = f"found {len(agents)} agent{'' if len(agents) == 1 else 's'}{more}"
         return {"agents": agents, "next_page_token": page.next_page_token}, summary

@@ -1,8 +1,15 @@
-"""The REST API under ``/v1`` (plus ``/healthz``): thin handlers over :class:`Registry`."""
+"""The REST API under ``/v1`` (plus ``/healthz``): thin handlers over :class:`Registry`.
+
+Everything a client sends is checked here before the registry sees it: bodies must be declared
+``application/json`` (or not declared) and be JSON under :mod:`node.registry.safejson`'s rules;
+query parameters must be known, given once, and within :data:`MAX_QUERY_CHARS` /
+:data:`MAX_TOKEN_CHARS`; path ids must match the agent id pattern. Listings render each entry
+on its own, so an entry that cannot be rendered is set aside (and counted), not a failed page.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
 from typing import Any
 
 from starlette.datastructures import QueryParams
@@ -10,26 +17,52 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from node.registry.errors import BadRequest
+from node.registry import safejson
+from node.registry.errors import BadRequest, UnreadableEntry, UnsupportedMediaType
 from node.registry.openapi import openapi_document
-from node.registry.records import AgentRecord, record_json
-from node.registry.service import DEFAULT_PAGE_SIZE, Query, Registry
+from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
+from node.registry.service import (
+    DEFAULT_PAGE_SIZE,
+    MAX_QUERY_CHARS,
+    MAX_TOKEN_CHARS,
+    Query,
+    Registry,
+    check_agent_id,
+)
+
+log = logging.getLogger(__name__)
+
+LIST_PARAMS = ("skill", "tag", "q", "healthy", "page_size", "page_token", "include_card")
+_JSON = "application/json"
 
 
 def api_routes(registry: Registry) -> list[Route]:
     """The registry's REST routes; every one is described by :func:`openapi_document`."""
     document = openapi_document(registry.settings)
 
-    def entry(record: AgentRecord, *, with_card: bool) -> dict[str, Any]:
-        return record_json(
-            record,
-            healthy=registry.is_healthy(record),
-            expires_at=registry.expires_at(record),
-            with_card=with_card,
-        )
+    def render(record: AgentRecord, *, with_card: bool) -> bytes | None:
+        """The entry's JSON, or ``None`` (and the entry set aside) when it cannot be rendered."""
+        try:
+            return render_entry(
+                record,
+                healthy=registry.is_healthy(record),
+                expires_at=registry.expires_at(record),
+                with_card=with_card,
+            )
+        except RENDER_ERRORS as exc:
+            registry.set_aside(record, f"cannot be rendered ({type(exc).__name__})")
+            return None
+
+    def one(record: AgentRecord, status_code: int = 200) -> Response:
+        body = render(record, with_card=True)
+        if body is None:
+            raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered")
+        return Response(body, status_code=status_code, media_type=_JSON)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "agents": len(registry)})
+        return JSONResponse(
+            {"status": "ok", "agents": len(registry), "unreadable": registry.unreadable}
+        )
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
@@ -39,40 +72,50 @@ def api_routes(registry: Registry) -> list[Route]:
         if "card_url" not in body:
             raise BadRequest("body must contain card_url")
         record, created = await registry.register(body["card_url"])
-        return JSONResponse(entry(record, with_card=True), status_code=201 if created else 200)
+        return one(record, 201 if created else 200)
 
     async def list_agents(request: Request) -> Response:
-        await registry.maybe_sweep()
-        params = request.query_params
-        page = registry.search(
-            Query(
-                skill=params.get("skill") or None,
-                tag=params.get("tag") or None,
-                q=params.get("q") or None,
-                healthy=_bool(params, "healthy"),
-                page_size=_int(params, "page_size", DEFAULT_PAGE_SIZE),
-                page_token=params.get("page_token") or None,
-            )
+        params = _list_params(request.query_params)
+        query = Query(
+            skill=params.get("skill") or None,
+            tag=params.get("tag") or None,
+            q=params.get("q") or None,
+            healthy=_bool(params, "healthy"),
+            page_size=_int(params, "page_size", DEFAULT_PAGE_SIZE),
+            page_token=params.get("page_token") or None,
         )
         with_card = bool(_bool(params, "include_card"))
-        return JSONResponse(
-            {
-                "agents": [entry(r, with_card=with_card) for r in page.agents],
-                "next_page_token": page.next_page_token,
-            }
+        await registry.maybe_sweep()
+        page = registry.search(query)
+        entries = [e for r in page.agents if (e := render(r, with_card=with_card)) is not None]
+        body = b"".join(
+            (
+                b'{"agents":[',
+                b",".join(entries),
+                b'],"next_page_token":',
+                safejson.dumps(page.next_page_token),
+                b',"unreadable":',
+                str(registry.unreadable).encode(),
+                b"}",
+            )
         )
+        return Response(body, media_type=_JSON)
 
     async def get_agent(request: Request) -> Response:
+        agent_id = check_agent_id(request.path_params["id"])
         await registry.maybe_sweep()
-        return JSONResponse(entry(registry.get(request.path_params["id"]), with_card=True))
+        return one(registry.get(agent_id))
 
     async def delete_agent(request: Request) -> Response:
-        await registry.deregister(request.path_params["id"])
+        await registry.deregister(check_agent_id(request.path_params["id"]))
         return Response(status_code=204)
 
     async def heartbeat(request: Request) -> Response:
-        record = await registry.heartbeat(request.path_params["id"])
-        return JSONResponse(entry(record, with_card=False))
+        record = await registry.heartbeat(check_agent_id(request.path_params["id"]))
+        body = render(record, with_card=False)
+        if body is None:
+            raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered")
+        return Response(body, media_type=_JSON)
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
@@ -86,19 +129,49 @@ def api_routes(registry: Registry) -> list[Route]:
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    raw = await request.body()  # bounded by the body-limit middleware (413 first)
+    content_type = request.headers.get("content-type")
+    if content_type is not None:
+        media_type, *parameters = (p.strip().lower() for p in content_type.split(";"))
+        if media_type != _JSON and not (
+            media_type.startswith("application/") and media_type.endswith("+json")
+        ):
+            raise UnsupportedMediaType(
+                f"the body must be application/json, not {media_type[:100]!r}"
+            )
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip() == "charset" and value.strip().strip('"') not in ("utf-8", "utf8"):
+                raise UnsupportedMediaType("JSON bodies are UTF-8 (charset=utf-8 or no charset)")
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}") from exc
+        body = safejson.loads(raw)
+    except safejson.UnsafeJson as exc:
+        raise BadRequest(f"body is not JSON the registry accepts: {exc}") from exc
     if not isinstance(body, dict):
         raise BadRequest("body must be a JSON object")
     return body
 
 
-def _bool(params: QueryParams, name: str) -> bool | None:
+def _list_params(params: QueryParams) -> dict[str, str]:
+    """The listing's query parameters: known names, each at most once, within the limits."""
+    out: dict[str, str] = {}
+    for name, value in params.multi_items():
+        if name not in LIST_PARAMS:
+            raise BadRequest(
+                f"unknown query parameter {name[:100]!r}; expected one of {list(LIST_PARAMS)}"
+            )
+        if name in out:
+            raise BadRequest(f"query parameter {name!r} is given more than once")
+        limit = MAX_TOKEN_CHARS if name == "page_token" else MAX_QUERY_CHARS
+        if len(value) > limit:
+            raise BadRequest(f"{name} is longer than {limit} characters")
+        out[name] = value
+    return out
+
+
+def _bool(params: dict[str, str], name: str) -> bool | None:
     value = params.get(name)
-    if value in (None, ""):
+    if value is None or value == "":
         return None
     if value.lower() in ("true", "1"):
         return True
@@ -107,11 +180,10 @@ def _bool(params: QueryParams, name: str) -> bool | None:
     raise BadRequest(f"{name} must be true or false")
 
 
-def _int(params: QueryParams, name: str, default: int) -> int:
+def _int(params: dict[str, str], name: str, default: int) -> int:
     value = params.get(name)
-    if value in (None, ""):
+    if value is None or value == "":
         return default
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise BadRequest(f"{name} must be an integer") from exc
+    if not value.isascii() or not value.strip().lstrip("+-").isdigit():
+        raise BadRequest(f"{name} must be an integer")
+    return int(value)

@@ -8,6 +8,7 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
+from uuid import uuid4
 
 import httpx
 import uvicorn
@@ -20,12 +21,18 @@ from starlette.middleware import Middleware
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount
+from starlette.routing import Mount, Router
 
 from node.errors import RegistryError
 from node.registry.agent import A2A_PATH, A2A_REST_PATH, FindAgentsExecutor, registry_card
 from node.registry.api import api_routes
-from node.registry.errors import BodyTooLarge, error_body, error_response
+from node.registry.errors import (
+    BodyTooLarge,
+    MethodNotAllowed,
+    NoRoute,
+    error_body,
+    error_response,
+)
 from node.registry.gate import Gate
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
@@ -72,15 +79,20 @@ def build_registry_app(
             *api_routes(registry),
             *create_agent_card_routes(card),
             *create_jsonrpc_routes(handler, rpc_url=A2A_PATH),
-            Mount(A2A_REST_PATH, routes=create_rest_routes(handler)),
+            Mount(A2A_REST_PATH, app=Router(create_rest_routes(handler), redirect_slashes=False)),
         ],
         middleware=[
             Middleware(Gate, settings=settings),
             Middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes),
         ],
-        exception_handlers={RegistryError: _registry_error, HTTPException: _http_error},
+        exception_handlers={
+            RegistryError: _registry_error,
+            HTTPException: _http_error,
+            Exception: _internal_error,
+        },
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # /v1/agents/ is a 404, not a 307 to /v1/agents
     app.state.registry = registry
     return app
 
@@ -121,7 +133,24 @@ async def _registry_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path[:200]!r}"
     if exc.status_code == 413:
         return error_response(BodyTooLarge(f"request body is larger than the limit: {exc.detail}"))
+    if exc.status_code == 404:
+        return error_response(NoRoute(f"no route for {where}; see /v1/openapi.json"))
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        response = error_response(MethodNotAllowed(f"{where} is not allowed; allowed: {allowed}"))
+        if allowed:
+            response.headers["Allow"] = allowed
+        return response
     body = error_body(f"http_{exc.status_code}", str(exc.detail))
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: the client gets an error id, the log gets the traceback (uvicorn logs it too)."""
+    error_id = uuid4().hex[:12]
+    log.error("internal error %s on %s %s", error_id, request.method, request.url.path[:200])
+    body = error_body("internal", f"internal error {error_id}; the registry log has the details")
+    return JSONResponse(body, status_code=500)

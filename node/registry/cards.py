@@ -1,8 +1,18 @@
-"""Fetch an agent card through the SSRF guard and turn it into what the registry stores."""
+"""Fetch an agent card through the SSRF guard and turn it into what the registry stores.
+
+Limits (each refused with a 4xx naming it, before anything is stored):
+
+- ``card_url``: an absolute http(s) URL without credentials, control characters or unpaired
+  surrogates, at most :data:`MAX_URL_BYTES` bytes of UTF-8 (under PostgreSQL's index row size);
+- the card: at most ``max_card_bytes``, JSON under :mod:`node.registry.safejson`'s rules (finite
+  numbers, nesting at most 64 deep, no NUL or unpaired surrogates anywhere), an A2A ``AgentCard``
+  with a name of at most :data:`MAX_NAME_CHARS` characters, a url in ``supportedInterfaces``, a
+  ``skills`` list, skill ids and tags of at most :data:`MAX_SKILL_TEXT_CHARS` characters each;
+- the agent id (declared, or a slug of the name): :data:`AGENT_ID_PATTERN`.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +24,7 @@ from google.protobuf.json_format import ParseDict, ParseError
 
 from node.errors import GuardError, ToolError
 from node.extensions import HOP, SKILL_SCHEMAS
+from node.registry import safejson
 from node.registry.errors import (
     CardTooLarge,
     CardUnreachable,
@@ -21,11 +32,14 @@ from node.registry.errors import (
     InvalidUrl,
     UrlRefused,
 )
-from node.registry.records import Skill
+from node.registry.records import AgentRecord, Skill
 from node.tooling.guards.urls import UrlGuard
 
 AGENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-MAX_URL_LENGTH = 2048
+MAX_URL_BYTES = 2048
+MAX_NAME_CHARS = 256
+MAX_SKILL_TEXT_CHARS = 256
+_CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _ACCEPT = {"Accept": "application/json"}
 
 
@@ -44,13 +58,19 @@ def check_card_url(url: object) -> str:
     """Return ``url`` if it is an absolute http(s) URL, else raise :class:`InvalidUrl`."""
     if not isinstance(url, str) or not url:
         raise InvalidUrl("card_url must be a non-empty string")
-    parts = urlsplit(url)
+    if len(url) > MAX_URL_BYTES or len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
+        raise InvalidUrl(f"card_url is longer than {MAX_URL_BYTES} bytes")
+    if _CONTROL.search(url):
+        raise InvalidUrl("card_url must not contain control characters or unpaired surrogates")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise InvalidUrl(f"card_url is not a valid URL: {exc}") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidUrl(f"card_url must be an absolute http(s) URL, got {url[:200]!r}")
     if parts.username is not None or parts.password is not None:
         raise InvalidUrl("card_url must not carry credentials (user:password@)")
-    if len(url) > MAX_URL_LENGTH:
-        raise InvalidUrl(f"card_url is longer than {MAX_URL_LENGTH} characters")
     return url
 
 
@@ -78,9 +98,9 @@ async def fetch_card(
     if len(response.content) > max_bytes:
         raise CardTooLarge(f"card is larger than {max_bytes} bytes")
     try:
-        document = json.loads(response.content)
-    except ValueError as exc:
-        raise InvalidCard(f"card is not JSON: {exc}") from exc
+        document = safejson.loads(response.content)
+    except safejson.UnsafeJson as exc:
+        raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
     return parse_card(document)
 
 
@@ -89,11 +109,17 @@ def parse_card(document: object) -> CardInfo:
     if not isinstance(document, dict):
         raise InvalidCard("card must be a JSON object")
     try:
+        safejson.check(document)
+    except safejson.UnsafeJson as exc:
+        raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
+    try:
         card = ParseDict(document, AgentCard(), ignore_unknown_fields=True)
-    except ParseError as exc:
-        raise InvalidCard(f"not an A2A AgentCard: {exc}") from exc
+    except (ParseError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise InvalidCard(f"not an A2A AgentCard: {str(exc)[:300]}") from exc
     if not card.name.strip():
         raise InvalidCard("card has no name")
+    if len(card.name) > MAX_NAME_CHARS:
+        raise InvalidCard(f"card name is longer than {MAX_NAME_CHARS} characters")
     if not any(i.url for i in card.supported_interfaces):
         raise InvalidCard("card has no supportedInterfaces entry with a url")
     if not isinstance(document.get("skills"), list):
@@ -102,7 +128,33 @@ def parse_card(document: object) -> CardInfo:
         Skill(id=s.id, name=s.name, description=s.description, tags=tuple(s.tags))
         for s in card.skills
     )
+    _check_skills(skills)
     return CardInfo(_agent_id(card), card.name, card.description, skills, document)
+
+
+def check_record(record: AgentRecord) -> None:
+    """Raise :class:`InvalidCard` unless a stored ``record`` meets today's rules for new ones."""
+    if not AGENT_ID_PATTERN.match(record.id):
+        raise InvalidCard(f"agent id {record.id[:40]!r} does not match {AGENT_ID_PATTERN.pattern}")
+    try:
+        check_card_url(record.card_url)
+    except InvalidUrl as exc:
+        raise InvalidCard(str(exc)) from exc
+    if not isinstance(record.card, dict):
+        raise InvalidCard("the stored card is not a JSON object")
+    if not record.name.strip() or len(record.name) > MAX_NAME_CHARS:
+        raise InvalidCard(f"the name must have 1 to {MAX_NAME_CHARS} characters")
+    _check_skills(record.skills)
+
+
+def _check_skills(skills: tuple[Skill, ...]) -> None:
+    for skill in skills:
+        for text in (skill.id, *skill.tags):
+            if len(text) > MAX_SKILL_TEXT_CHARS:
+                raise InvalidCard(
+                    f"skill ids and tags must have at most {MAX_SKILL_TEXT_CHARS} characters "
+                    f"(skill {skill.id[:40]!r})"
+                )
 
 
 def _agent_id(card: AgentCard) -> str:

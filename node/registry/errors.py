@@ -8,8 +8,12 @@ All derive from :class:`node.errors.RegistryError`::
     ├── Unauthorized       no bearer token where one is required
     ├── Forbidden          a bearer token that does not match
     ├── AgentNotFound      no agent with that id
+    │   └── UnreadableEntry  stored, but the entry cannot be read or served (see /healthz)
+    ├── NoRoute            no such path
+    ├── MethodNotAllowed   the path exists, the method does not
     ├── Conflict           the agent id is already registered from another card URL
     ├── BodyTooLarge       the request body is over the limit
+    ├── UnsupportedMediaType  a request body that is not application/json
     └── CardError          the card could not be used (nothing is stored)
         ├── UrlRefused     the card URL resolves to an address the SSRF guard refuses
         ├── CardUnreachable
@@ -44,6 +48,22 @@ class Forbidden(RegistryError):
 
 class AgentNotFound(RegistryError):
     """No registered agent has that id."""
+
+
+class UnreadableEntry(AgentNotFound):
+    """A stored entry that cannot be read or served; it is left out of every listing."""
+
+
+class NoRoute(RegistryError):
+    """No route has that path."""
+
+
+class MethodNotAllowed(RegistryError):
+    """The path exists but not with that method."""
+
+
+class UnsupportedMediaType(RegistryError):
+    """The request body is declared as something other than JSON."""
 
 
 class Conflict(RegistryError):
@@ -82,8 +102,12 @@ ERROR_TABLE: dict[type[RegistryError], tuple[int, str]] = {
     Unauthorized: (401, "unauthorized"),
     Forbidden: (403, "forbidden"),
     AgentNotFound: (404, "not_found"),
+    UnreadableEntry: (404, "unreadable_entry"),
+    NoRoute: (404, "no_route"),
+    MethodNotAllowed: (405, "method_not_allowed"),
     Conflict: (409, "conflict"),
     BodyTooLarge: (413, "body_too_large"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
     CardError: (422, "card_error"),
     UrlRefused: (422, "url_refused"),
     CardUnreachable: (422, "card_unreachable"),

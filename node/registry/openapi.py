@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from node.registry.cards import (
+    AGENT_ID_PATTERN,
+    MAX_NAME_CHARS,
+    MAX_SKILL_TEXT_CHARS,
+    MAX_URL_BYTES,
+)
 from node.registry.errors import ERROR_TABLE
-from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from node.registry.safejson import MAX_DEPTH
+from node.registry.service import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    MAX_QUERY_CHARS,
+    MAX_TOKEN_CHARS,
+)
 from node.registry.settings import RegistrySettings
 
 
@@ -21,7 +33,22 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(s): {"$ref": f"#/components/responses/E{s}"} for s in statuses}
 
 
-_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": AGENT_ID_PATTERN.pattern},
+}
+_UNREADABLE = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "stored entries left out of every listing because they cannot be read or "
+    "served (logged by the registry; GET/PUT on their id answer 404 unreadable_entry)",
+}
+_JSON_RULES = (
+    f"JSON bodies and cards: UTF-8, finite numbers (no NaN/Infinity/1e400), nesting at most "
+    f"{MAX_DEPTH} deep, no NUL characters or unpaired surrogates in strings."
+)
 _STRING = {"type": "string"}
 _TIME = {"type": "string", "format": "date-time"}
 
@@ -85,27 +112,40 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "agents": {"type": "array", "items": _ref("Agent")},
             "next_page_token": {"type": ["string", "null"]},
+            "unreadable": _UNREADABLE,
         },
     },
     "RegisterRequest": {
         "type": "object",
         "required": ["card_url"],
-        "properties": {"card_url": {"type": "string", "format": "uri"}},
+        "properties": {
+            "card_url": {
+                "type": "string",
+                "format": "uri",
+                "description": f"absolute http(s) URL, at most {MAX_URL_BYTES} bytes of UTF-8, "
+                "no credentials or control characters",
+            }
+        },
     },
     "Health": {
         "type": "object",
         "required": ["status", "agents"],
-        "properties": {"status": {"const": "ok"}, "agents": {"type": "integer"}},
+        "properties": {
+            "status": {"const": "ok"},
+            "agents": {"type": "integer"},
+            "unreadable": _UNREADABLE,
+        },
     },
 }
 
+_TEXT_PARAM = {"type": "string", "maxLength": MAX_QUERY_CHARS}
 _QUERY = [
-    {"name": "skill", "in": "query", "schema": _STRING, "description": "skill id (exact)"},
-    {"name": "tag", "in": "query", "schema": _STRING, "description": "skill tag (exact)"},
+    {"name": "skill", "in": "query", "schema": _TEXT_PARAM, "description": "skill id (exact)"},
+    {"name": "tag", "in": "query", "schema": _TEXT_PARAM, "description": "skill tag (exact)"},
     {
         "name": "q",
         "in": "query",
-        "schema": _STRING,
+        "schema": _TEXT_PARAM,
         "description": "case-insensitive text in name, description, skill names/descriptions/tags",
     },
     {"name": "healthy", "in": "query", "schema": {"type": "boolean"}},
@@ -119,7 +159,12 @@ _QUERY = [
             "default": DEFAULT_PAGE_SIZE,
         },
     },
-    {"name": "page_token", "in": "query", "schema": _STRING, "description": "opaque cursor"},
+    {
+        "name": "page_token",
+        "in": "query",
+        "schema": {"type": "string", "maxLength": MAX_TOKEN_CHARS},
+        "description": "opaque cursor",
+    },
     {"name": "include_card", "in": "query", "schema": {"type": "boolean", "default": False}},
 ]
 
@@ -136,15 +181,29 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
             (400, "bad request"),
             (401, "missing bearer token"),
             (403, "wrong bearer token"),
-            (404, "no such agent"),
+            (
+                404,
+                "no such agent (not_found), or its stored entry is unreadable (unreadable_entry)",
+            ),
             (409, "agent id already registered from another card URL"),
             (413, "request body too large"),
+            (415, "the request body is not declared as application/json"),
             (422, "the card could not be fetched or is invalid"),
         )
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "a2a-node registry", "version": "1"},
+        "info": {
+            "title": "a2a-node registry",
+            "version": "1",
+            "description": (
+                f"{_JSON_RULES} Query parameters: only the documented ones, each at most once; "
+                f"text parameters at most {MAX_QUERY_CHARS} characters, page_token at most "
+                f"{MAX_TOKEN_CHARS}, never a NUL. Cards: name at most {MAX_NAME_CHARS} "
+                f"characters, skill ids and tags at most {MAX_SKILL_TEXT_CHARS}. Unknown paths "
+                "and methods answer 404/405 (no redirects); every error is an Error object."
+            ),
+        },
         "servers": [{"url": settings.base_url}],
         "paths": {
             "/healthz": {
@@ -175,7 +234,7 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "responses": {
                         "201": _json(_ref("Agent"), "registered"),
                         "200": _json(_ref("Agent"), "updated (same card_url)"),
-                        **_errors(400, 401, 403, 409, 413, 422),
+                        **_errors(400, 401, 403, 409, 413, 415, 422),
                     },
                 },
                 "get": {
@@ -195,13 +254,17 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "security": read_security,
                     "responses": {
                         "200": _json(_ref("Agent"), "the entry, card included"),
-                        **_errors(401, 403, 404),
+                        **_errors(400, 401, 403, 404),
                     },
                 },
                 "delete": {
                     "operationId": "deregisterAgent",
                     "security": write_security,
-                    "responses": {"204": {"description": "deregistered"}, **_errors(401, 403, 404)},
+                    "description": "Deregister; also deletes an unreadable stored entry.",
+                    "responses": {
+                        "204": {"description": "deregistered"},
+                        **_errors(400, 401, 403, 404),
+                    },
                 },
             },
             "/v1/agents/{id}/heartbeat": {
@@ -211,7 +274,7 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "security": write_security,
                     "responses": {
                         "200": _json(_ref("Agent"), "alive until expires_at"),
-                        **_errors(401, 403, 404),
+                        **_errors(400, 401, 403, 404),
                     },
                 },
             },

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from node.registry import safejson
+
+#: What rendering a stored entry can raise (bad times, non-JSON data, lone surrogates, ...).
+RENDER_ERRORS = (ValueError, TypeError, OverflowError, OSError, RecursionError)
+
 
 @dataclass(frozen=True, slots=True)
 class Skill:
@@ -60,3 +65,12 @@ def record_json(
     if with_card:
         out["card"] = record.card
     return out
+
+
+def render_entry(
+    record: AgentRecord, *, healthy: bool, expires_at: float, with_card: bool
+) -> bytes:
+    """:func:`record_json` as the bytes served; raises one of :data:`RENDER_ERRORS`."""
+    return safejson.dumps(
+        record_json(record, healthy=healthy, expires_at=expires_at, with_card=with_card)
+    )

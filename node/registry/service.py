@@ -2,6 +2,12 @@
 
 The in-memory :class:`AgentIndex` answers reads; the :class:`AgentStore` is written first on every
 change, so a failed write leaves the index untouched. Health comes from an injectable clock.
+
+One bad entry never breaks a read for everyone: an entry is served only if it meets today's rules
+and renders as JSON. A stored row that does not (written by an older version, or by hand) is
+*unreadable*: logged once, left out of every listing and search, counted in ``/healthz`` and in
+listings, answered with 404 ``unreadable_entry`` by id (so its node registers again), and deleted
+by ``DELETE /v1/agents/{id}`` or replaced by a new registration.
 """
 
 from __future__ import annotations
@@ -11,16 +17,25 @@ import base64
 import binascii
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import httpx
 
-from node.registry.cards import check_card_url, fetch_card
-from node.registry.errors import AgentNotFound, BadRequest, Conflict
+from node.registry import safejson
+from node.registry.cards import AGENT_ID_PATTERN, check_card_url, check_record, fetch_card
+from node.registry.errors import (
+    AgentNotFound,
+    BadRequest,
+    CardError,
+    Conflict,
+    InvalidCard,
+    UnreadableEntry,
+)
 from node.registry.index import AgentIndex, Key
-from node.registry.records import AgentRecord
+from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
 from node.tooling.guards.urls import UrlGuard
@@ -30,6 +45,11 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 MAX_PAGE_SIZE = 200
 DEFAULT_PAGE_SIZE = 50
+MAX_QUERY_CHARS = 1024
+"""Longest ``skill``, ``tag`` and ``q`` accepted (skill ids and tags are at most 256)."""
+MAX_TOKEN_CHARS = 4096
+"""Longest ``page_token`` accepted (the longest this registry issues is about 3,500)."""
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +64,31 @@ class Query:
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
             raise BadRequest(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+        for name, limit in (
+            ("skill", MAX_QUERY_CHARS),
+            ("tag", MAX_QUERY_CHARS),
+            ("q", MAX_QUERY_CHARS),
+            ("page_token", MAX_TOKEN_CHARS),
+        ):
+            check_text(name, getattr(self, name), limit)
+
+
+def check_text(name: str, value: str | None, limit: int) -> None:
+    """Raise :class:`BadRequest` for a text parameter over ``limit`` characters or holding a NUL
+    character or an unpaired surrogate."""
+    if value is None:
+        return
+    if len(value) > limit:
+        raise BadRequest(f"{name} is longer than {limit} characters")
+    if _BAD_TEXT.search(value):
+        raise BadRequest(f"{name} must not contain NUL characters or unpaired surrogates")
+
+
+def check_agent_id(agent_id: str) -> str:
+    """``agent_id`` if it can name an agent, else :class:`BadRequest` (nothing is looked up)."""
+    if not AGENT_ID_PATTERN.match(agent_id) or len(agent_id) > 128:
+        raise BadRequest(f"agent ids match {AGENT_ID_PATTERN.pattern}; got {agent_id[:140]!r}")
+    return agent_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +115,63 @@ class Registry:
         self._index = AgentIndex()
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
+        self._unreadable: dict[str, str] = {}  # stored but not served: id -> why
 
     async def load(self) -> None:
-        """Fill the index from the store (at startup)."""
-        for record in await self._store.load_all():
-            self._index.put(record)
-        log.info("registry loaded %d agents", len(self._index))
+        """Fill the index from the store (at startup); rows that cannot be served are set aside."""
+        records, bad_rows = await self._store.load_all()
+        for row in bad_rows:
+            self._set_aside(row.id, f"cannot be decoded: {row.reason}")
+        for record in records:
+            reason = self.unservable(record)
+            if reason is not None:
+                self._set_aside(record.id, reason)
+            else:
+                self._put(record)
+        log.info(
+            "registry loaded %d agents (%d unreadable entries left out)",
+            len(self._index),
+            len(self._unreadable),
+        )
 
     def __len__(self) -> int:
         return len(self._index)
+
+    # -- unreadable entries -----------------------------------------------------------------
+
+    @property
+    def unreadable(self) -> int:
+        """How many stored entries are left out because they cannot be served."""
+        return len(self._unreadable)
+
+    def unservable(self, record: AgentRecord) -> str | None:
+        """Why ``record`` cannot be served, or ``None`` when it can (today's rules, and it
+        renders as JSON)."""
+        try:
+            check_record(record)
+            render_entry(record, healthy=True, expires_at=self.expires_at(record), with_card=True)
+        except CardError as exc:
+            return str(exc)
+        except RENDER_ERRORS as exc:
+            return f"cannot be rendered as JSON ({type(exc).__name__}: {str(exc)[:200]})"
+        return None
+
+    def set_aside(self, record: AgentRecord, reason: str) -> None:
+        """Stop serving ``record`` (found unservable while answering); logged once."""
+        if self._index.get(record.id) is record:
+            self._index.remove(record.id)
+            self._set_aside(record.id, reason)
+
+    def _set_aside(self, agent_id: str, reason: str) -> None:
+        if agent_id not in self._unreadable:
+            log.warning(
+                "registry entry %r is unreadable and left out of listings: %s", agent_id, reason
+            )
+        self._unreadable[agent_id] = reason
+
+    def _put(self, record: AgentRecord) -> None:
+        self._index.put(record)
+        self._unreadable.pop(record.id, None)
 
     # -- health -----------------------------------------------------------------------------
 
@@ -122,8 +215,10 @@ class Registry:
                 registered_at=previous.registered_at if previous else now,
                 last_seen=now,
             )
+            if (reason := self.unservable(record)) is not None:
+                raise InvalidCard(f"the card cannot be served: {reason}")
             await self._store.save(record)
-            self._index.put(record)
+            self._put(record)
         log.info("registered agent %s from %s", record.id, url)
         return record, previous is None
 
@@ -137,10 +232,13 @@ class Registry:
         return record
 
     async def deregister(self, agent_id: str) -> None:
+        """Delete the entry; an unreadable one (see :attr:`unreadable`) is deleted too."""
         async with self._write:
-            self.get(agent_id)
+            if agent_id not in self._unreadable:
+                self.get(agent_id)
             await self._store.delete([agent_id])
             self._index.remove(agent_id)
+            self._unreadable.pop(agent_id, None)
         log.info("deregistered agent %s", agent_id)
 
     async def sweep(self) -> int:
@@ -165,8 +263,13 @@ class Registry:
 
     def get(self, agent_id: str) -> AgentRecord:
         record = self._index.get(agent_id)
+        if record is None and agent_id in self._unreadable:
+            raise UnreadableEntry(
+                f"the stored entry {agent_id!r} is unreadable ({self._unreadable[agent_id]}); "
+                "register the agent again or delete the entry"
+            )
         if record is None or self._is_evicted(record, self.clock()):
-            raise AgentNotFound(f"no agent with id {agent_id!r}")
+            raise AgentNotFound(f"no agent with id {agent_id[:140]!r}")
         return record
 
     def search(self, query: Query) -> Page:
@@ -189,13 +292,14 @@ class Registry:
 
 
 def encode_token(key: Key) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
+    text = json.dumps(list(key), ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
 def decode_token(token: str) -> Key:
     try:
-        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (binascii.Error, ValueError) as exc:
+        raw = safejson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (binascii.Error, ValueError) as exc:  # UnsafeJson is a ValueError
         raise BadRequest("page_token is not a token this registry issued") from exc
     if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(p, str) for p in raw)):
         raise BadRequest("page_token is not a token this registry issued")

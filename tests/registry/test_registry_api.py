@@ -156,4 +156,4 @@ async def test_registrations_survive_a_restart(make_client, card_server) -> None
 async def test_healthz(client: httpx.AsyncClient) -> None:
     response = await client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "agents": 0}
+    assert response.json() == {"status": "ok", "agents": 0, "unreadable": 0}
