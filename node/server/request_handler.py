@@ -129,7 +129,8 @@ class NodeRequestHandler(DefaultRequestHandler):
         try:
             prior = await self._prior(params, context)
             if prior is None:
-                return await super().on_message_send(params, context)
+                result: Message | Task = await super().on_message_send(params, context)
+                return result
         finally:
             claim.release()
         if not params.configuration.return_immediately:
