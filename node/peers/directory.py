@@ -18,19 +18,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 from a2a.types import AgentCard, AgentSkill
 
-from node.errors import ConfigError, NodeError
+from node.errors import ConfigError, NodeError, PeerError
 from node.peers.breaker import CircuitBreaker
-from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url
+from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url, skill_schemas
 from node.peers.peer_client import PeerClient
 from node.peers.peer_guard import PeerGuard
 from node.peers.registry_client import search_agents
 from node.peers.remote_tool import RemoteSkillTool
 from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer, read_token
+from node.tooling.guards.urls import UrlGuard
 from node.tooling.registry import ToolRegistry
 
 __all__ = ["PeerDirectory", "PeerInfo"]
@@ -109,6 +110,8 @@ class PeerDirectory:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self.refreshes = 0  # completed refreshes
+        self.skipped_entries = 0  # registry entries left out by the last registry read
+        self._reported: set[str] = set()
 
     @classmethod
     def from_settings(
@@ -195,9 +198,10 @@ class PeerDirectory:
         return _Peer(card, card_url(peer.url), healthy, peer)
 
     async def _fetch_registry(self, registry: RegistryConnection) -> None:
+        problems: list[str] = []
         try:
             entries = await search_agents(
-                self._http, registry.url, token=read_token(registry.token_env)
+                self._http, registry.url, token=read_token(registry.token_env), skipped=problems
             )
         except NodeError as exc:
             log.warning("registry %s unavailable; keeping the last view: %s", registry.url, exc)
@@ -208,17 +212,45 @@ class PeerDirectory:
         guard = await self._peer_guard.for_registry(registry.url) if self._peer_guard else None
         for entry in entries:
             try:
-                card = card_from_json(entry.get("card"))
-            except NodeError as exc:
-                log.warning("registry entry %s has an unusable card: %s", entry.get("id"), exc)
+                found = await self._registry_peer(entry, guard)
+            except Exception as exc:  # data from elsewhere: one bad entry costs only itself
+                problems.append(
+                    f"registry entry {str(entry.get('id'))[:100]!r} has an unusable card: "
+                    f"{type(exc).__name__}: {str(exc)[:300]}"
+                )
                 continue
-            url = str(entry.get("card_url") or "")
-            refused = await PeerGuard.refusal(guard, card, url) if guard else None
-            if refused:
-                log.warning("registry peer %s left out: %s", entry.get("id"), refused)
+            if isinstance(found, str):
+                problems.append(f"registry peer {str(entry.get('id'))[:100]!r} left out: {found}")
                 continue
-            peers[agent_id(card)] = _Peer(card, url, bool(entry.get("healthy", True)))
+            peers[found[0]] = found[1]
         self._registry_peers = peers
+        self._report(problems)
+
+    @staticmethod
+    async def _registry_peer(
+        entry: dict[str, Any], guard: UrlGuard | None
+    ) -> tuple[str, _Peer] | str:
+        """The peer a registry entry describes, or why the address guard refuses it. Raises
+        for a card this node cannot use (checked here, so installing its tools cannot fail)."""
+        card = card_from_json(entry.get("card"))
+        pid = agent_id(card)
+        skill_schemas(card)  # what installing reads: it must not fail later, for every peer
+        url = entry.get("card_url") or ""
+        if not isinstance(url, str):
+            raise PeerError("card_url is not a string")
+        refused = await PeerGuard.refusal(guard, card, url) if guard else None
+        if refused:
+            return refused
+        return pid, _Peer(card, url, entry.get("healthy", True) is True)
+
+    def _report(self, problems: list[str]) -> None:
+        """Log each registry entry problem once (while it lasts), not on every refresh."""
+        current = set(problems)
+        for problem in problems:
+            if problem not in self._reported:
+                log.warning("%s", problem)
+        self._reported = current
+        self.skipped_entries = len(problems)
 
     def _sync(self, view: dict[str, _Peer]) -> None:
         for pid in set(self._installed) - set(view):

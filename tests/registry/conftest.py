@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -170,3 +171,49 @@ async def client(make_client: MakeClient) -> AsyncIterator[httpx.AsyncClient]:
 
 # The PostgreSQL test runs only when scripts/test (or the caller) provides a server.
 collect_ignore = [] if os.environ.get("A2A_NODE_TEST_PG_URL") else ["test_registry_postgres.py"]
+
+
+@contextlib.asynccontextmanager
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """A new, empty PostgreSQL database for one test (dropped afterwards), so tests running at
+    the same time never share the registry table. Without CREATE DATABASE rights, the given
+    database itself, emptied first."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from node.registry.store import async_url, metadata
+
+    base = async_url(os.environ["A2A_NODE_TEST_PG_URL"])
+    name = f"a2a_registry_test_{uuid4().hex[:12]}"
+    admin = create_async_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(text(f'CREATE DATABASE "{name}"'))
+        except DBAPIError:  # no CREATE DATABASE rights: share the given one
+            async with admin.begin() as conn:
+                await conn.run_sync(metadata.drop_all)
+            yield base
+            return
+        try:
+            yield make_url(base).set(database=name).render_as_string(hide_password=False)
+        finally:
+            async with admin.connect() as conn:
+                await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The registry's ``db`` setting, once per backend: a SQLite file, then a fresh PostgreSQL
+    database (skipped when A2A_NODE_TEST_PG_URL is not set)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "registry.db")
+        return
+    if not os.environ.get("A2A_NODE_TEST_PG_URL"):
+        pytest.skip("PostgreSQL tests need A2A_NODE_TEST_PG_URL")
+    async with fresh_pg_database() as url:
+        yield url
