@@ -5,6 +5,8 @@
         print(artifacts_of(task))
 
 Messages are built with :func:`skill_message` (a structured call) or :func:`text_message`.
+Values come back as Python: protobuf stores every number as a double, so whole numbers in data
+parts and in published skill schemas are turned back into ints (:mod:`node.wire`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,16 @@ from a2a.types import (
     StreamResponse,
     Task,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 
+from node.errors import PeerError
+from node.peers.cards import skill_schemas
 from node.states import INTERRUPTED, TERMINAL
 from node.wire import normalise_numbers
+
+WELL_KNOWN = "/.well-known"
 
 
 def _message(parts: list[Part], metadata: Mapping[str, Any] | None, task: Task | None) -> Message:
@@ -79,8 +86,16 @@ def part_value(part: Part) -> Any:
 
 
 def artifacts_of(task: Task) -> dict[str, list[Any]]:
-    """``{artifact name: [part values]}`` of a task."""
-    return {a.name or a.artifact_id: [part_value(p) for p in a.parts] for a in task.artifacts}
+    """``{artifact name: [part values]}`` of a task, every artifact kept in order.
+
+    A batch calling one skill twice gives two artifacts of the same name; their values follow
+    each other in that name's list (``{"calculate": [2, 4]}``).
+    """
+    found: dict[str, list[Any]] = {}
+    for artifact in task.artifacts:
+        values = found.setdefault(artifact.name or artifact.artifact_id, [])
+        values.extend(part_value(p) for p in artifact.parts)
+    return found
 
 
 def status_text(task: Task) -> str:
@@ -106,6 +121,11 @@ class NodeClient:
         streaming: bool = True,
         http: httpx.AsyncClient | None = None,
     ) -> AsyncIterator[NodeClient]:
+        """Connect to the node at ``url``: its base URL or its card URL (``…/agent-card.json``).
+
+        The card's interfaces decide where requests go: a node built with
+        ``build_node_app(card, public_url=...)`` advertises that URL.
+        """
         headers = {}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -115,7 +135,9 @@ class NodeClient:
         client_http = http or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0))
         client_http.headers.update(headers)
         try:
-            card = await A2ACardResolver(client_http, url.rstrip("/")).get_agent_card()
+            base, card_path = split_card_url(url)
+            resolver = A2ACardResolver(client_http, base, agent_card_path=card_path)
+            card = await resolver.get_agent_card()
             config = ClientConfig(
                 streaming=streaming,
                 httpx_client=client_http,
@@ -135,14 +157,35 @@ class NodeClient:
         async for event in self.client.send_message(request):
             yield event
 
-    async def send(self, message: Message) -> Task:
-        """Send and wait: the last task snapshot seen (terminal or interrupted)."""
+    def skill_schemas(self) -> dict[str, dict[str, Any]]:
+        """The input schema of each skill, as the node's card publishes them (ints as ints)."""
+        return skill_schemas(self.card)
+
+    async def reply(self, message: Message) -> Task | Message:
+        """Send and wait for the answer: the last task snapshot (terminal or interrupted), or
+        the agent's message when it answers without a task (as the registry's ``find_agents``).
+        """
         task = Task()
         async for event in self.events(message):
+            if event.HasField("message"):
+                return event.message
             task = _apply(task, event)
         if task.id and task.status.state not in TERMINAL | INTERRUPTED:
             task = await self.wait(task.id)
         return task
+
+    async def send(self, message: Message) -> Task:
+        """Send and wait: the last task snapshot seen (terminal or interrupted).
+
+        Raises :class:`PeerError` when the agent answers with a message instead of a task
+        (use :meth:`reply` for such agents).
+        """
+        answer = await self.reply(message)
+        if isinstance(answer, Message):
+            raise PeerError(
+                f"{self.card.name} answered with a message, not a task; use NodeClient.reply()"
+            )
+        return answer
 
     async def call(self, skill: str, arguments: Mapping[str, Any] | None = None) -> Task:
         return await self.send(skill_message(skill, arguments))
@@ -173,6 +216,17 @@ class NodeClient:
                 return task
             await asyncio.sleep(interval)
             interval = min(interval * 2, 1.0)
+
+
+def split_card_url(url: str) -> tuple[str, str]:
+    """``(base URL, card path)`` of a node given by its base URL or its card URL."""
+    url = url.rstrip("/")
+    if url.endswith(".json"):
+        base, _, name = url.rpartition("/")
+        if base.endswith(WELL_KNOWN):  # …/.well-known/agent-card.json
+            return base.removesuffix(WELL_KNOWN), f"{WELL_KNOWN}/{name}"
+        return base, name
+    return url, AGENT_CARD_WELL_KNOWN_PATH
 
 
 def _apply(task: Task, event: StreamResponse) -> Task:
