@@ -5,12 +5,14 @@
 registry is down (the node keeps serving meanwhile), then heartbeats every ``heartbeat_s``
 (``PUT /v1/agents/{id}/heartbeat``); a 404 means the registry forgot us, so it registers again.
 ``aclose()`` stops the task and deregisters (``DELETE /v1/agents/{id}``), best effort, briefly.
+A refused registration is logged with the registry's own reason (its error body).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Callable
 
@@ -23,6 +25,39 @@ __all__ = ["RegistryLink"]
 
 log = logging.getLogger(__name__)
 Token = str | Callable[[], str | None] | None
+
+
+def _refusal(response: httpx.Response, card_url: str) -> str:
+    """The registry's reason for refusing a registration, from its error body, with a hint."""
+    code, reason = "", response.text[:300].strip()
+    with contextlib.suppress(ValueError):
+        error = response.json().get("error")
+        if isinstance(error, dict):
+            code, reason = str(error.get("code", "")), str(error.get("message", reason))
+    text = f"registration refused ({response.status_code} {code or response.reason_phrase}): "
+    text += reason or "no reason given"
+    cidr = _cidr_of(httpx.URL(card_url).host)
+    if code == "url_refused" and cidr:
+        text += (
+            f"; start the registry with --allow-cidr {cidr} so it may fetch this node's card, "
+            "or give this node a --public-url it can reach"
+        )
+    return text
+
+
+def _cidr_of(host: str) -> str | None:
+    """The network to allow for a private card host (``None`` for public or named hosts)."""
+    if host == "localhost":
+        return "127.0.0.0/8"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if address.is_global:
+        return None
+    if address.is_loopback:
+        return "127.0.0.0/8" if address.version == 4 else "::1/128"
+    return f"{address}/{address.max_prefixlen}"
 
 
 class RegistryLink:
@@ -102,7 +137,8 @@ class RegistryLink:
         )
         if response.status_code in (401, 403):
             raise RegistryError(f"registration refused ({response.status_code}): check the token")
-        response.raise_for_status()
+        if response.is_error:
+            raise RegistryError(_refusal(response, self.card_url))
         body = response.json()
         if not isinstance(body, dict) or not isinstance(body.get("id"), str):
             raise RegistryError("registration answer has no 'id'")
