@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import os
 import shlex
 import signal
@@ -18,29 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.errors import ConfigError, NodeError
+from node.cli.common import RemoteError, add_json_option, is_loopback
+from node.cli.output import format_table, print_json
+from node.errors import ConfigError
 
-__all__ = ["add_network_commands", "format_table"]
+__all__ = ["add_network_commands", "list_agents"]
 
 DEFAULT_REGISTRY_PORT = 8090
 TOKEN_ENV_DEFAULT = "A2A_NODE_REGISTRY_TOKEN"
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns, two spaces apart."""
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-    lines = [headers, *rows]
-    return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-        for line in lines
-    )
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -59,7 +43,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
                 f"environment variable {args.token_env} (the registry token) is unset"
             )
         token = SecretStr(value)
-    if token is None and not _is_loopback(args.host) and not args.insecure:
+    if token is None and not is_loopback(args.host) and not args.insecure:
         raise ConfigError(
             f"refusing to bind {args.host} with open writes; pass --token-env NAME or --insecure"
         )
@@ -116,9 +100,11 @@ def list_agents(
             try:
                 response = http.get(url, params=params)
             except httpx.HTTPError as exc:
-                raise NodeError(f"cannot reach the registry at {registry_url}: {exc}") from exc
+                raise RemoteError(f"cannot reach the registry at {registry_url}: {exc}") from exc
             if response.status_code != 200:
-                raise NodeError(f"registry answered {response.status_code}: {response.text[:300]}")
+                raise RemoteError(
+                    f"registry answered {response.status_code}: {response.text[:300]}"
+                )
             body = response.json()
             agents.extend(body.get("agents", []))
             if not body.get("next_page_token"):
@@ -136,6 +122,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
         healthy_only=not args.all,
         token=args.token or os.environ.get(TOKEN_ENV_DEFAULT) or None,
     )
+    if args.json:
+        print_json(agents)
+        return 0
     if not agents:
         print("no agents match", file=sys.stderr)
         return 0
@@ -166,10 +155,33 @@ def _example(network: Any, views: Sequence[Any]) -> str:
     return f"a2a-node send {first.url} --skill {first.skills[0]}" if first else ""
 
 
-def _print_up(network: Any, views: Sequence[Any], example: str) -> None:
-    from node.network.launcher import TOKEN_ENV, mask
+def _join_port(network: Any) -> int:
+    """A port next to the network's own, for the node a user adds."""
+    used = {int(m.url.rsplit(":", 1)[1]) for m in network.members}
+    port = max(used) + 1
+    while port in used:
+        port += 1
+    return port
 
-    print(f"registry  {network.registry_url}  (token {mask(network.token)} in ${TOKEN_ENV})")
+
+def join_lines(network: Any) -> list[str]:
+    """How to add a node to this network from another shell.
+
+    The registry's write token is generated at start-up and lives only in the children's
+    environment and in a file readable by this user alone (``Network.token_file``); the commands
+    read it from that file, so the secret itself is printed neither here nor in any log.
+    """
+    from node.network.launcher import TOKEN_ENV
+
+    return [
+        f'export {TOKEN_ENV}="$(cat {shlex.quote(str(network.token_file))})"',
+        f"a2a-node serve YOUR_CARD.yaml --port {_join_port(network)} "
+        f"--registry {network.registry_url} --registry-token-env {TOKEN_ENV}",
+    ]
+
+
+def _print_up(network: Any, views: Sequence[Any], example: str) -> None:
+    print(f"registry  {network.registry_url}  (write token in {network.token_file})")
     if network.site_url:
         print(f"site      {network.site_url}/")
     print()
@@ -179,6 +191,10 @@ def _print_up(network: Any, views: Sequence[Any], example: str) -> None:
     if example:
         print(f"try:   {example}")
     print(f"       a2a-node agents {network.registry_url}")
+    first, *rest = join_lines(network)
+    print(f"join:  {first}")
+    for line in rest:
+        print(f"       {line}")
     print(f"logs:  {network.run_dir}/*.log    Ctrl-C stops every process.", flush=True)
 
 
@@ -267,11 +283,19 @@ async def _up(args: argparse.Namespace) -> int:
 def add_network_commands(subparsers: Any) -> None:
     """Register ``registry``, ``agents`` and ``up`` on an argparse sub-parsers action."""
     p = subparsers.add_parser("registry", help="run the registry service")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=DEFAULT_REGISTRY_PORT)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_REGISTRY_PORT, help="port (default: %(default)s)"
+    )
     p.add_argument("--db", default="registry.db", help="SQLite file or postgresql+asyncpg://…")
     p.add_argument("--token-env", metavar="NAME", help="environment variable with the write token")
-    p.add_argument("--allow-cidr", action="append", default=[], help="card fetches may reach CIDR")
+    p.add_argument(
+        "--allow-cidr",
+        action="append",
+        default=[],
+        help="let card fetches reach CIDR, e.g. 127.0.0.0/8 for nodes on this machine "
+        "(private addresses are refused otherwise)",
+    )
     p.add_argument("--ttl", type=float, default=30.0, help="seconds a heartbeat keeps one healthy")
     p.add_argument("--evict-after", type=float, help="seconds before a silent agent is removed")
     p.add_argument("--sweep-interval", type=float, help="seconds between eviction sweeps")
@@ -280,16 +304,19 @@ def add_network_commands(subparsers: Any) -> None:
     p.set_defaults(run=cmd_registry)
 
     p = subparsers.add_parser("agents", help="search a registry's agents")
-    p.add_argument("registry_url")
-    p.add_argument("--skill")
-    p.add_argument("--tag")
-    p.add_argument("--q", help="free text")
+    p.add_argument("registry_url", help="the registry's base URL")
+    p.add_argument("--skill", help="only agents with this skill id")
+    p.add_argument("--tag", help="only agents with a skill tagged so")
+    p.add_argument("--q", help="free text, matched against names, descriptions and skills")
     p.add_argument("--all", action="store_true", help="unhealthy agents too")
     p.add_argument("--token", help=f"read token (default: ${TOKEN_ENV_DEFAULT})")
+    add_json_option(p)
     p.set_defaults(run=cmd_agents)
 
     p = subparsers.add_parser("up", help="start a local network and stay in the foreground")
-    p.add_argument("spec", nargs="?", default="deploy/local.yaml")
+    p.add_argument(
+        "spec", nargs="?", default="deploy/local.yaml", help="network file (default: %(default)s)"
+    )
     p.add_argument("--run-dir", default=".a2a-node/run", help="logs, databases, node data")
     p.add_argument("--timeout", type=float, help="seconds to wait for the network to be up")
     p.add_argument("--demo", action="store_true", help="once up, run the example command")

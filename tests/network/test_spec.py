@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from node.cli.network import format_table
+from node.cli.output import format_table
 from node.errors import ConfigError
 from node.network.launcher import TOKEN_ENV, Network, mask
 from node.network.spec import load_spec

@@ -1,0 +1,190 @@
+"""``serve``: one node from its card, with uvicorn, until Ctrl-C.
+
+Once the node listens it prints one line with its URLs. When its start-up fails (a task store
+that cannot open: a missing PostgreSQL database, a data directory another node holds) the error
+is re-raised here so ``main`` prints it in one line; the traceback uvicorn would log is dropped
+(``--log-level debug`` shows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from node.cli.common import EXIT_USAGE, CliError, is_loopback
+
+__all__ = ["add_serve_command"]
+
+_STARTUP_FAILED = "Application startup failed. Exiting."
+
+
+class _StartupError:
+    """An ASGI wrapper that keeps the exception failing the app's start-up (its lifespan)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.error: BaseException | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        failed = False
+
+        async def send_without_traceback(message: Message) -> None:
+            nonlocal failed
+            if message["type"] == "lifespan.startup.failed":
+                failed = True
+                message = {**message, "message": ""}  # the CLI reports the error itself
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_without_traceback)
+        except BaseException as exc:
+            if failed:
+                self.error = exc
+            raise
+
+
+class _DropStartupFailed(logging.Filter):
+    """Drops uvicorn's "Application startup failed" line when the CLI reports the reason."""
+
+    def __init__(self, guard: _StartupError) -> None:
+        super().__init__()
+        self._guard = guard
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self._guard.error is not None and record.getMessage() == _STARTUP_FAILED)
+
+
+def _with_overrides(card: Any, args: argparse.Namespace) -> Any:
+    """Apply ``--registry``, ``--registry-token-env`` and the CIDR flags to a loaded card."""
+    from node.peers.settings import RegistryConnection
+
+    if args.registry:
+        current = card.peers.registry
+        registry = (
+            current.model_copy(update={"url": args.registry})
+            if current
+            else RegistryConnection(url=args.registry)
+        )
+        if args.registry_token_env:
+            registry = registry.model_copy(update={"token_env": args.registry_token_env})
+        card = card.model_copy(
+            update={"peers": card.peers.model_copy(update={"registry": registry})}
+        )
+    if args.peer_allow_cidr:
+        peers = card.peers.model_copy(
+            update={"allow_cidrs": [*card.peers.allow_cidrs, *args.peer_allow_cidr]}
+        )
+        card = card.model_copy(update={"peers": peers})
+    if args.allow_cidr:
+        cidrs = [*card.network.allow_cidrs, *args.allow_cidr]
+        card = card.model_copy(
+            update={"network": card.network.model_copy(update={"allow_cidrs": cidrs})}
+        )
+    return card
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints one line once it listens."""
+
+    def __init__(self, config: uvicorn.Config, banner: str) -> None:
+        super().__init__(config)
+        self._banner = banner
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            print(self._banner, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from node.config import load_card
+    from node.server.app import build_node_app
+    from node.server.serve import make_server
+
+    card = _with_overrides(load_card(args.card), args)
+    host = args.host or card.server.host
+    port = card.server.port if args.port is None else args.port
+    if not is_loopback(host) and not card.auth.enabled and not args.insecure:
+        raise CliError(
+            f"refusing to bind {host} with auth off; configure auth in the card or pass --insecure"
+        )
+    shown = f"[{host}]" if ":" in host else host
+    public_url = (args.public_url or card.server.public_url or f"http://{shown}:{port}").rstrip("/")
+    app = build_node_app(
+        card,
+        public_url=public_url,
+        data_dir=args.data_dir or card.server.data_dir,
+        store=args.store,
+    )
+    guard = _StartupError(app)
+    config = make_server(guard, host, port, log_level=args.log_level).config
+    logging.getLogger("uvicorn.error").addFilter(_DropStartupFailed(guard))
+    listening = f"http://{shown}:{port}"
+    where = public_url if public_url == listening else f"{public_url} (listening on {listening})"
+    banner = (
+        f"a2a-node: serving {card.id} ({card.name}) at {where}; "
+        f"card: {public_url}/.well-known/agent-card.json"
+    )
+    try:
+        asyncio.run(_AnnouncingServer(config, banner).serve())
+    except SystemExit:  # uvicorn exits when the start-up fails or the port is taken
+        failed = True
+    else:
+        failed = False
+    if failed:
+        if guard.error is not None:
+            raise guard.error
+        print(f"a2a-node: {card.id} could not start (see above)", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def add_serve_command(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve one node from its card",
+        description="Serve one node from its card until Ctrl-C. Prints one line with its URLs "
+        "once it listens.",
+    )
+    p.add_argument("card", help="the card file (cards/*.yaml)")
+    p.add_argument("--host", help="address to bind (default: the card's server.host)")
+    p.add_argument("--port", type=int, help="port to bind (default: the card's server.port)")
+    p.add_argument("--data-dir", help="where the task store and workspace live (default: card's)")
+    p.add_argument(
+        "--store", help="task store: memory | sqlite | sqlite:///path.db | postgresql://…"
+    )
+    p.add_argument(
+        "--public-url",
+        help="the URL the agent card advertises (default: http://HOST:PORT); set it behind a "
+        "proxy or when clients reach the node by another name",
+    )
+    p.add_argument("--registry", help="registry URL to register with and discover peers from")
+    p.add_argument(
+        "--registry-token-env",
+        metavar="NAME",
+        help="environment variable holding the registry's write token",
+    )
+    p.add_argument(
+        "--allow-cidr",
+        action="append",
+        default=[],
+        help="let this node's URL fetches reach CIDR (private addresses are refused otherwise)",
+    )
+    p.add_argument(
+        "--peer-allow-cidr",
+        action="append",
+        default=[],
+        help="let peers found through the registry live in CIDR (the registry's host always may)",
+    )
+    p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without auth")
+    p.set_defaults(run=cmd_serve)
