@@ -8,7 +8,8 @@
 Every child runs ``python -m node.cli ...`` (or ``http.server`` for the site) on 127.0.0.1 with
 its output in ``<run_dir>/<name>.log``. The registry's write token is made here
 (``secrets.token_urlsafe``) and reaches the children only through their environment
-(:data:`TOKEN_ENV`); it is never printed whole.
+(:data:`TOKEN_ENV`); it is never printed. So that a user can add a node to the running network,
+it is also written to ``<run_dir>/registry.token``, readable by this user only, while it runs.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class Network:
         self.run_dir = run_dir.resolve()
         self.token = secrets.token_urlsafe(32)
         self.report = report
+        self.token_file = self.run_dir / "registry.token"
         self.registry_url = _url(spec.registry.port)
         self.site_url = _url(spec.site.port) if spec.site else None
         self._stopping = False
@@ -177,6 +179,7 @@ class Network:
             ports = ", ".join(f"{m.url} ({m.child.name})" for m in taken)
             raise LaunchError(f"already in use on this machine: {ports}")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_token()
         deadline = time.monotonic() + self.spec.startup_timeout_s
         services = [m for m in self.members if m not in self.nodes]
         try:
@@ -189,6 +192,13 @@ class Network:
         except BaseException:
             await self.stop()
             raise
+
+    def _write_token(self) -> None:
+        """The registry token in a file only this user may read (for nodes added by hand)."""
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), 0o600)  # when the file was already there
+            out.write(self.token + "\n")
 
     async def _wait_up(self, members: list[Member], deadline: float) -> list[NodeView]:
         """Wait until ``members`` answer and the nodes among them are listed by the registry."""
@@ -294,6 +304,7 @@ class Network:
         timeout = self.spec.stop_timeout_s
         await asyncio.gather(*(m.child.stop(timeout) for m in self.nodes))
         await asyncio.gather(*(m.child.stop(timeout) for m in self.members if m not in self.nodes))
+        self.token_file.unlink(missing_ok=True)  # the token dies with the registry
 
     def kill(self) -> None:
         """SIGKILL every child's process group now (a second Ctrl-C)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 from pathlib import Path
 
@@ -72,7 +74,8 @@ async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: 
         assert await answers(f"http://127.0.0.1:{site}/")
 
         token = next(t for pid in children if (t := _environ(pid).get(TOKEN_ENV)))
-        assert token not in out and f"{token[:4]}…" in out  # masked, never whole
+        assert token not in out  # never printed, not even in part
+        await _join_as_printed(out, tmp_path, f"http://127.0.0.1:{reg}")
 
         # a crashed node is reported and restarted (restart: true)
         (data_pid,) = (
@@ -100,6 +103,34 @@ async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: 
     assert {p.name for p in run_dir.glob("*.log")} == {"registry.log", "site.log", "data.log"}
 
 
+async def _join_as_printed(out: str, tmp_path: Path, registry: str) -> None:
+    """Run the printed ``join:`` commands in a shell without the token, with a card of ours."""
+    (export,) = [line.removeprefix("join:").strip() for line in out.splitlines() if "join:" in line]
+    (serve,) = [line.strip() for line in out.splitlines() if "a2a-node serve YOUR_CARD" in line]
+    (token_file,) = [Path(p) for p in shlex.split(re.findall(r"\$\(cat (.+?)\)", export)[0])]
+    assert token_file.stat().st_mode & 0o777 == 0o600  # the user's own, like ~/.ssh keys
+    (port,) = free_ports(1)  # the printed one may be taken on a busy test machine
+    serve = re.sub(r"--port \d+", f"--port {port}", serve)
+    serve = serve.replace("YOUR_CARD.yaml", str(CARDS / "text.yaml"))
+    serve = serve.replace("a2a-node ", " ".join(CLI) + " ", 1)
+    serve += f" --data-dir {tmp_path / 'joined'}"
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    joined = Child(
+        "joined", ["bash", "-c", f"{export} && exec {serve}"], tmp_path / "joined.log", env=env
+    )
+    await joined.start()
+    try:
+
+        async def listed() -> bool:
+            if not joined.running:
+                raise AssertionError(f"the joined node exited:\n{joined.log_tail(20)}")
+            return "text" in await agents(registry, healthy="true")
+
+        await wait_for(listed, timeout=30.0, what="the joined node in the registry")
+    finally:
+        await joined.stop(10.0)
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
@@ -118,7 +149,7 @@ async def test_up_refuses_a_port_in_use_and_starts_nothing(tmp_path: Path) -> No
         up = Child("up", argv, tmp_path / "up.log")
         await up.start()
         try:
-            assert await up.wait() == 1
+            assert await up.wait() == 2  # cannot start as configured
         finally:
             await up.stop()
     out = up.log_path.read_text()
