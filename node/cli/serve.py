@@ -18,6 +18,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from node.cli.cards import check_tool_names
 from node.cli.common import EXIT_USAGE, CliError, is_loopback
 
 __all__ = ["add_serve_command"]
@@ -110,8 +111,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from node.config import load_card
     from node.server.app import build_node_app
     from node.server.serve import make_server
+    from node.tooling.loader import discover_tools
 
     card = _with_overrides(load_card(args.card), args)
+    check_tool_names(card, discover_tools())  # the names, with a did-you-mean, before anything
     host = args.host or card.server.host
     port = card.server.port if args.port is None else args.port
     if not is_loopback(host) and not card.auth.enabled and not args.insecure:

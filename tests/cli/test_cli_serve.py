@@ -78,3 +78,11 @@ async def test_the_node_logs_why_a_registry_refuses_it(serve, tmp_path):
         line = await node.wait_for_line("registration refused", stream="err")
     assert "422 url_refused" in line and "non-public address" in line
     assert "start the registry with --allow-cidr 127.0.0.0/8" in line
+
+
+async def test_serve_refuses_an_unknown_tool_with_a_suggestion(tmp_path):
+    card = tmp_path / "mine.yaml"
+    card.write_text("id: mine\nname: Mine\ndescription: d\ntools: [calculat]\n", encoding="utf-8")
+    code, out, err = await cli("serve", str(card), "--port", str(free_port()))
+    assert (code, out) == (2, "")
+    assert "unknown tool 'calculat' (did you mean 'calculate'?)" in err
