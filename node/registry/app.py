@@ -37,6 +37,7 @@ from node.registry.gate import Gate
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
+from node.server.http_guards import BodyGuard
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,9 @@ def build_registry_app(
         middleware=[
             Middleware(Gate, settings=settings),
             Middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes),
+            # The node's edge guard for the A2A bindings: bad JSON, invalid UTF-8, deep nesting
+            # and non-finite numbers get JSON-RPC / REST errors before the SDK parses the body.
+            Middleware(BodyGuard, rpc_path=A2A_PATH, rest_prefix=A2A_REST_PATH),
         ],
         exception_handlers={
             RegistryError: _registry_error,

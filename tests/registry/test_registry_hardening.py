@@ -480,3 +480,54 @@ async def test_hostile_requests_get_clear_4xx_answers_and_the_registry_keeps_ser
         assert (await http.post("/v1/agents", json={"card_url": url_c})).status_code == 201
         assert await listed(http) == ["alpha", "beta", "gamma"]
     assert await stored_ids(db) == ["alpha", "beta", "gamma"]
+
+
+def _send(arguments_literal: str) -> tuple[bytes, bytes]:
+    """A find_agents SendMessage as (JSON-RPC body, REST body), ``arguments`` given raw."""
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": "@@"}]}
+    data = '{"skill": "find_agents", "arguments": ' + arguments_literal + "}"
+    rpc = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": message}}
+    rest = {"message": message}
+    return (
+        json.dumps(rpc).replace('"@@"', data).encode(),
+        json.dumps(rest).replace('"@@"', data).encode(),
+    )
+
+
+def _both(raw: bytes) -> tuple[bytes, bytes]:
+    return raw, raw
+
+
+A2A_HOSTILE: dict[str, tuple[tuple[bytes, bytes], str]] = {
+    "arrays nested 200,000 deep": (_both(b"[" * 200_000 + b"]" * 200_000), "application/json"),
+    "objects nested 50,000 deep": (
+        _both(b'{"a":' * 50_000 + b"1" + b"}" * 50_000),
+        "application/json",
+    ),
+    "limit NaN": (_send('{"limit": NaN}'), "application/json"),
+    "limit 1e400": (_send('{"limit": 1e400}'), "application/json"),
+    "q -Infinity": (_send('{"q": -Infinity}'), "application/json"),
+    "invalid UTF-8": (
+        _both(_send('{"q": "@Q@"}')[0].replace(b"@Q@", b"\xff")),
+        "application/json",
+    ),
+    "text/plain": (_send('{"q": "a"}'), "text/plain"),
+}
+
+
+@pytest.mark.parametrize("case", list(A2A_HOSTILE))
+async def test_find_agents_bindings_refuse_hostile_bodies_with_clear_errors(
+    client: httpx.AsyncClient, card_server: CardServer, case: str
+) -> None:
+    await register_good(client, card_server)
+    (rpc_body, rest_body), content_type = A2A_HOSTILE[case]
+    headers = {"A2A-Version": "1.0", "Content-Type": content_type}
+    answer = await client.post("/a2a", content=rpc_body, headers=headers)
+    assert answer.status_code == 200, answer.text  # JSON-RPC errors travel in the body
+    error = answer.json()["error"]
+    assert error["code"] != -32603, error  # a request error, not an internal one
+    assert len(error["message"]) >= 8 and not LEAKS.search(answer.text), answer.text
+    rest = await client.post("/a2a/rest/message:send", content=rest_body, headers=headers)
+    assert 400 <= rest.status_code < 500, rest.text
+    assert not LEAKS.search(rest.text), rest.text
+    assert await find_agents(client, "greet") == ["alpha", "beta"]
