@@ -45,6 +45,7 @@ from a2a.server.request_handlers.request_handler import validate, validate_reque
 from a2a.server.tasks import TaskStore
 from a2a.types import (
     AgentCard,
+    CancelTaskRequest,
     Message,
     Role,
     SendMessageRequest,
@@ -52,12 +53,17 @@ from a2a.types import (
     TaskState,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
+from a2a.utils.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    UnsupportedOperationError,
+)
 from a2a.utils.task import apply_history_length
 
 from node.states import INTERRUPTED, TERMINAL
 from node.store.ids import check_id
 from node.store.sends import SendIndex
+from node.store.terminal import TerminalTaskError
 
 DEFAULT_SEND_WINDOW_S = 24 * 3600.0
 SETTLED = TERMINAL | INTERRUPTED
@@ -160,6 +166,16 @@ class NodeRequestHandler(DefaultRequestHandler):
                 yield event
         finally:
             claim.release()
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        """Cancel a task; one that another replica finished meanwhile is not cancelable (-32002)."""
+        try:
+            task: Task | None = await super().on_cancel_task(params, context)
+        except TerminalTaskError as exc:
+            raise TaskNotCancelableError(message=str(exc)) from exc
+        return task
 
     # -- retries ----------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from a2a.types import ListTasksRequest, Message, Part, Role, Task, TaskState, Ta
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, encode_list_tasks_cursor, encode_page_token
 
+from node.errors import ConfigError
+from node.store.factory import open_task_store
 from node.store.ids import MAX_ID_CHARS
 from node.store.recovery import fail_interrupted
 from node.store.sends import SendIndex
@@ -263,6 +265,19 @@ async def test_an_older_postgres_table_gets_the_new_columns() -> None:
     finally:
         await conn.close()
         await drop_pg_table(table)
+
+
+def test_a_postgres_url_may_name_its_table(tmp_path: Path) -> None:
+    from node.store.postgres import PostgresTaskStore
+
+    store = open_task_store("postgresql://u:p@db:5432/n?table=node_b&sslmode=disable", tmp_path)
+    assert isinstance(store, PostgresTaskStore)
+    assert (store.table, store.dsn) == ("node_b", "postgresql://u:p@db:5432/n?sslmode=disable")
+    plain = open_task_store("postgres://u:p@db/n?sslmode=require", tmp_path)
+    assert isinstance(plain, PostgresTaskStore)
+    assert (plain.table, plain.dsn) == ("tasks", "postgresql://u:p@db/n?sslmode=require")
+    with pytest.raises(ConfigError, match="invalid table name"):
+        open_task_store("postgresql://db/n?table=x;drop", tmp_path)
 
 
 # -- restart recovery with replicas ---------------------------------------------------------
