@@ -34,6 +34,7 @@ __all__ = [
     "state_name",
     "task_exit_code",
     "task_json",
+    "wrap",
 ]
 
 

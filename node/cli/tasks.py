@@ -30,6 +30,15 @@ from node.cli.common import (
     token_of,
 )
 from node.cli.output import print_json, print_message, print_task, state_name
+from node.client import (
+    NodeClient,
+    apply_event,
+    data_message,
+    skill_message,
+    status_text,
+    text_message,
+)
+from node.states import INTERRUPTED, TERMINAL
 
 __all__ = ["add_task_commands"]
 
@@ -49,8 +58,6 @@ def build_message(args: argparse.Namespace) -> Message:
     """The message ``send`` sends: data (``--data``), a skill call (``--skill``/``--arg``),
     text (optionally for ``--skill``), or a reply's missing arguments (``--task`` + ``--arg``).
     """
-    from node.client import data_message, skill_message, text_message
-
     if args.data is not None:
         try:
             data = json.loads(args.data)
@@ -85,8 +92,6 @@ class _Followed:
 
 async def _send(args: argparse.Namespace) -> int:
     """Send, then follow the task to its end; the whole exchange is bounded by ``--timeout``."""
-    from node.client import NodeClient
-
     message = build_message(args)
     seen = _Followed()
     quiet = args.json
@@ -117,7 +122,8 @@ async def _send(args: argparse.Namespace) -> int:
         return print_message(seen.reply, as_json=args.json)
     if args.no_wait:
         if args.json:
-            print_json({"kind": "task", "id": seen.task.id, "state": "submitted"})
+            state = state_name(seen.task.status.state)
+            print_json({"kind": "task", "id": seen.task.id, "state": state})
         else:
             print(seen.task.id)
         return EXIT_OK
@@ -125,11 +131,8 @@ async def _send(args: argparse.Namespace) -> int:
 
 
 async def _follow(
-    node: Any, message: Message, seen: _Followed, args: argparse.Namespace, *, quiet: bool
+    node: NodeClient, message: Message, seen: _Followed, args: argparse.Namespace, *, quiet: bool
 ) -> None:
-    from node.client import apply_event, status_text
-    from node.states import INTERRUPTED, TERMINAL
-
     def show(task: Task) -> None:
         text = status_text(task)
         working = task.status.state == TaskState.TASK_STATE_WORKING
@@ -153,8 +156,6 @@ async def _follow(
 
 
 async def _get(args: argparse.Namespace) -> int:
-    from node.client import NodeClient
-
     with talking_to(args.url):
         async with NodeClient.connect(args.url, token=token_of(args), api_key=args.api_key) as n:
             task = await n.get(args.task_id)
@@ -162,8 +163,6 @@ async def _get(args: argparse.Namespace) -> int:
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    from node.client import NodeClient
-
     with talking_to(args.url):
         async with NodeClient.connect(args.url, token=token_of(args), api_key=args.api_key) as n:
             task = await n.cancel(args.task_id)
