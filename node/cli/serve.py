@@ -109,18 +109,19 @@ class _AnnouncingServer(uvicorn.Server):
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from node.config import load_card
-    from node.server.app import build_node_app
-    from node.server.serve import make_server
     from node.tooling.loader import discover_tools
 
     card = _with_overrides(load_card(args.card), args)
-    check_tool_names(card, discover_tools())  # the names, with a did-you-mean, before anything
     host = args.host or card.server.host
     port = card.server.port if args.port is None else args.port
     if not is_loopback(host) and not card.auth.enabled and not args.insecure:
         raise CliError(
             f"refusing to bind {host} with auth off; configure auth in the card or pass --insecure"
         )
+    check_tool_names(card, discover_tools())  # the names, with a did-you-mean, before anything
+    from node.server.app import build_node_app
+    from node.server.serve import make_server
+
     shown = f"[{host}]" if ":" in host else host
     public_url = (args.public_url or card.server.public_url or f"http://{shown}:{port}").rstrip("/")
     app = build_node_app(
