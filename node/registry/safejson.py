@@ -23,6 +23,11 @@ MAX_DEPTH = 64
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 _MAX_DOUBLE = int(sys.float_info.max)
+_DIGITS_OF_MAX_DOUBLE = len(str(_MAX_DOUBLE))
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+# Without a 300-digit run or a 3-digit exponent, every JSON number is a finite double.
+_LONG_DIGIT_RUN = b"0" * 300
+_LONG_EXPONENTS = (b"e000", b"E000", b"e+000", b"E+000")
 
 
 class UnsafeJson(ValueError):
@@ -32,11 +37,14 @@ class UnsafeJson(ValueError):
 def loads(raw: bytes | str) -> Any:
     """Parse ``raw`` (UTF-8 when bytes) under the rules above; :class:`UnsafeJson` otherwise.
 
-    Costs a small multiple of ``json.loads``: numbers and nesting are checked in one pass over
-    the parsed containers; strings are looked at one by one only when the text holds a
-    ``\\u0000`` or ``\\uD8xx``-style escape (or, for ``str`` input, a raw NUL or surrogate).
+    Costs about what ``json.loads`` costs. The rules are checked on the bytes first with C-speed
+    scans, and the slower checks run only when a scan says they might fail: number hooks when a
+    300-digit run or a 3-digit exponent occurs, a walk over the containers when there are more
+    than :data:`MAX_DEPTH` brackets, a walk over the strings when a ``\\u0000`` or
+    ``\\uD8xx``-style escape occurs (or, for ``str`` input, a raw NUL or surrogate).
     """
     if isinstance(raw, bytes):
+        data = raw
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -44,9 +52,16 @@ def loads(raw: bytes | str) -> Any:
         suspicious = False  # strict UTF-8 holds no surrogates; the parser refuses raw NUL
     else:
         text = raw
-        suspicious = "\x00" in text or not _encodable(text)
+        try:
+            data = text.encode("utf-8")
+            suspicious = "\x00" in text
+        except UnicodeEncodeError:
+            data = text.encode("utf-8", "surrogatepass")
+            suspicious = True
+    zeroed = data.translate(_ZERO_DIGITS)
+    huge = _LONG_DIGIT_RUN in zeroed or any(e in zeroed for e in _LONG_EXPONENTS)
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = (_CHECKING_NUMBERS if huge else _DECODER).decode(text)
     except RecursionError as exc:
         raise UnsafeJson(f"nested deeper than {MAX_DEPTH} levels") from exc
     except UnsafeJson:
@@ -55,7 +70,13 @@ def loads(raw: bytes | str) -> Any:
         if not isinstance(exc, json.JSONDecodeError):
             raise UnsafeJson("a number has too many digits (must be a finite double)") from exc
         raise UnsafeJson(f"not valid JSON: {exc}") from exc
-    if suspicious or "\\u0000" in text or "\\ud" in text or "\\uD" in text or not _fast_ok(value):
+    if (
+        suspicious
+        or b"\\u0000" in data
+        or b"\\ud" in data
+        or b"\\uD" in data
+        or (data.count(b"[") + data.count(b"{") > MAX_DEPTH and not _shallow(value))
+    ):
         check(value)  # the slow walk, which says what is wrong and where
     return value
 
@@ -81,28 +102,38 @@ def _refuse_constant(name: str) -> Any:
     raise UnsafeJson(f"{name} is not a JSON number (numbers must be finite)")
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+def _float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise UnsafeJson(f"the number {literal[:20]} is not a finite double")
+    return value
 
 
-def _fast_ok(value: Any) -> bool:
-    """Numbers finite doubles and nesting within MAX_DEPTH (strings unchecked), level by level."""
+def _int(literal: str) -> int:
+    digits = len(literal) - literal.startswith("-")
+    if digits >= _DIGITS_OF_MAX_DOUBLE and (
+        digits > _DIGITS_OF_MAX_DOUBLE or not _scalar_ok(int(literal))
+    ):
+        raise UnsafeJson(f"a {digits}-digit integer is too large (must be a finite double)")
+    return int(literal)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_CHECKING_NUMBERS = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_float=_float, parse_int=_int
+)
+
+
+def _shallow(value: Any) -> bool:
+    """Whether ``value`` nests at most MAX_DEPTH levels (one pass over its containers)."""
     level = [value] if isinstance(value, dict | list) else []
-    if not level:
-        return _scalar_ok(value)
     for _ in range(MAX_DEPTH):
-        below: list[Any] = []
-        for container in level:
-            for item in container.values() if isinstance(container, dict) else container:
-                kind = type(item)
-                if kind is dict or kind is list:
-                    below.append(item)
-                elif (kind is float or kind is int) and not _scalar_ok(item):
-                    return False
+        below = [
+            item
+            for container in level
+            for item in (container.values() if type(container) is dict else container)
+            if type(item) is dict or type(item) is list
+        ]
         if not below:
             return True
         level = below

@@ -35,7 +35,7 @@ from node.registry.errors import (
     UnreadableEntry,
 )
 from node.registry.index import AgentIndex, Key
-from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
+from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
 from node.tooling.guards.urls import UrlGuard
@@ -123,7 +123,7 @@ class Registry:
         for row in bad_rows:
             self._set_aside(row.id, f"cannot be decoded: {row.reason}")
         for record in records:
-            reason = self.unservable(record)
+            reason = self.unservable(record, render=False)
             if reason is not None:
                 self._set_aside(record.id, reason)
             else:
@@ -144,12 +144,19 @@ class Registry:
         """How many stored entries are left out because they cannot be served."""
         return len(self._unreadable)
 
-    def unservable(self, record: AgentRecord) -> str | None:
-        """Why ``record`` cannot be served, or ``None`` when it can (today's rules, and it
-        renders as JSON)."""
+    def unservable(self, record: AgentRecord, *, render: bool = True) -> str | None:
+        """Why ``record`` cannot be served, or ``None`` when it can: today's rules for new
+        entries, and its times in range; with ``render``, it is also rendered as JSON once
+        (at load the decoded columns already guarantee that, and each read renders anyway)."""
         try:
             check_record(record)
-            render_entry(record, healthy=True, expires_at=self.expires_at(record), with_card=True)
+            if render:
+                render_entry(
+                    record, healthy=True, expires_at=self.expires_at(record), with_card=True
+                )
+            else:
+                for t in (record.registered_at, record.last_seen, self.expires_at(record)):
+                    iso(t)
         except CardError as exc:
             return str(exc)
         except RENDER_ERRORS as exc:
