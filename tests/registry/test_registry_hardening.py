@@ -531,3 +531,23 @@ async def test_find_agents_bindings_refuse_hostile_bodies_with_clear_errors(
     assert 400 <= rest.status_code < 500, rest.text
     assert not LEAKS.search(rest.text), rest.text
     assert await find_agents(client, "greet") == ["alpha", "beta"]
+
+
+async def test_an_entry_that_stops_rendering_is_set_aside_while_the_rest_is_served(
+    make_client: MakeClient, card_server: CardServer, clock: Any
+) -> None:
+    """The last line of defence: an entry that cannot be rendered any more (here: a heartbeat
+    pushes its expiry past the year 9999) is set aside and counted; nothing answers 500."""
+    clock.now = 253_402_300_799.0 - 100  # 9999-12-31T23:58:19Z
+    async with make_client() as client:
+        await register_good(client, card_server)
+        clock.advance(80)
+        answer = await client.put("/v1/agents/alpha/heartbeat")
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"]["code"] == "unreadable_entry"
+        assert await listed(client) == ["beta"]
+        assert (await client.get("/healthz")).json()["unreadable"] == 1
+        assert await find_agents(client, "greet") == ["beta"]
+    async with make_client() as client:  # and after a restart
+        assert await listed(client) == ["beta"]
+        assert (await client.get("/v1/agents/alpha")).json()["error"]["code"] == "unreadable_entry"

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from node.registry.store import async_url, metadata
-
-PG_URL = async_url(os.environ.get("A2A_NODE_TEST_PG_URL", ""))
+from tests.registry.conftest import fresh_pg_database
 
 # Collected only when a PostgreSQL URL is given (see collect_ignore in conftest.py).
 pytestmark = [pytest.mark.postgres]
 
 
 @pytest.fixture
-async def pg_url() -> str:
-    engine = create_async_engine(PG_URL)
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.drop_all)
-    await engine.dispose()
-    return PG_URL
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_pg_database() as url:  # tests running at once never share the table
+        yield url
 
 
 async def test_register_search_and_restart_on_postgres(
