@@ -24,7 +24,9 @@ is refused with -32602.
 A message to a task in a terminal state is refused with -32004 "task is in a terminal state" on
 every replica (the SDK checks only when it has no live copy of the task in this process), and
 the stores refuse any save that would change a terminal task (:mod:`node.store.terminal`). The
-message's ids are checked against :mod:`node.store.ids` before anything runs (-32602).
+message's ids are checked against :mod:`node.store.ids` before anything runs (-32602), so is its
+role (only ``ROLE_USER`` starts or continues a task: -32602), and a push configuration sent to a
+node that does not push is refused (-32003) rather than silently dropped.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
+    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
@@ -182,6 +185,14 @@ class NodeRequestHandler(DefaultRequestHandler):
     async def _claim(self, params: SendMessageRequest, context: ServerCallContext) -> _Claim:
         """Check the message's ids, wait for an identical send in flight here, then claim."""
         message = params.message
+        if message.role != Role.ROLE_USER:
+            raise InvalidParamsError("message.role must be ROLE_USER")
+        if params.configuration.HasField("task_push_notification_config") and not (
+            self._agent_card.capabilities.push_notifications
+        ):
+            raise PushNotificationNotSupportedError(
+                message="this node does not send push notifications"
+            )
         check_id(message.message_id, "message.messageId")
         check_id(message.context_id, "message.contextId")
         check_id(message.task_id, "message.taskId")
