@@ -6,6 +6,7 @@ from node.tooling.budget import CostBudget
 from node.tooling.context import ToolContext
 from node.tooling.declared import CommandTool, HttpTool, declared_tool
 from node.tooling.function_tool import FunctionTool, tool
+from node.tooling.isolation import Isolation, WorkerPool, run_in_process
 from node.tooling.loader import (
     build_registry,
     discover_tools,
@@ -32,6 +33,7 @@ __all__ = [
     "FilteredRegistry",
     "FunctionTool",
     "HttpTool",
+    "Isolation",
     "OutputSink",
     "PreparedCall",
     "Tool",
@@ -44,11 +46,13 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolRunner",
+    "WorkerPool",
     "build_registry",
     "compile_schema",
     "declared_tool",
     "discover_tools",
     "load_builtin_tools",
     "load_plugin_tools",
+    "run_in_process",
     "tool",
 ]

@@ -11,9 +11,14 @@
         return a + b
 
 The JSON Schema is built once, with pydantic, when the tool is defined. A parameter annotated
-:class:`ToolContext` receives the call's context and is left out of the schema. Sync functions run
-in a worker thread, never on the event loop, unless marked ``inline=True``: a promise that the
-function is bounded to microseconds (a worker-thread hop costs ~150 µs, more than such a call).
+:class:`ToolContext` receives the call's context and is left out of the schema.
+
+Where the function runs is its ``isolation`` (:mod:`node.tooling.isolation`). Async functions run
+on the event loop (``inline``). Sync functions run in a worker thread by default (``thread``);
+``isolation="inline"`` (or the older ``inline=True``) runs them on the loop, a promise that they
+are bounded to microseconds; ``isolation="process"`` runs them in a killable worker process, for
+CPU-bound or untrusted work: the function must then be defined at module level and cannot take a
+:class:`ToolContext`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ from pydantic.fields import FieldInfo
 
 from node.errors import ConfigError, InvalidArguments
 from node.tooling.context import ToolContext
+from node.tooling.isolation import (
+    ISOLATION_MODES,
+    Isolation,
+    default_pool,
+    function_reference,
+    preload,
+)
 from node.tooling.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_S, Scope, Tool
 
 __all__ = ["FunctionTool", "parse_docstring", "tool"]
@@ -136,10 +148,10 @@ class FunctionTool(Tool):
         tags: Iterable[str] = (),
         examples: Iterable[str] = (),
         group: str = "local",
+        isolation: Isolation | None = None,
         inline: bool = False,
     ) -> None:
         self.function = function
-        self.inline = inline
         self.name = name or str(getattr(function, "__name__", type(function).__name__))
         self.read_only, self.exclusive = read_only, exclusive
         self.timeout, self.max_output, self.cost = timeout, max_output, cost
@@ -156,6 +168,40 @@ class FunctionTool(Tool):
         self.parameters, self._context_param, self._converters = self._build(param_docs)
         self.__doc__ = documented.__doc__
         self.__wrapped__ = function
+        if inline and isolation not in (None, "inline"):
+            raise ConfigError(
+                f"tool {self.name!r}: inline=True contradicts isolation={isolation!r}"
+            )
+        self.isolation = isolation or ("inline" if inline or self._is_async else "thread")
+        self._check_isolation()
+
+    @property
+    def inline(self) -> bool:
+        """True when the function runs on the event loop (``isolation == "inline"``)."""
+        return self.isolation == "inline"
+
+    def check(self) -> None:
+        super().check()
+        self._check_isolation()
+
+    def _check_isolation(self) -> None:
+        if self.isolation not in ISOLATION_MODES:
+            return  # Tool.check names the valid modes
+        if self._is_async and self.isolation != "inline":
+            raise ConfigError(
+                f"tool {self.name!r}: an async function runs on the event loop (isolation "
+                f"'inline'), not {self.isolation!r}; make it sync to run it elsewhere"
+            )
+        if self.isolation == "process":
+            if self._context_param is not None:
+                raise ConfigError(
+                    f"tool {self.name!r}: a process-isolated function cannot take a ToolContext"
+                )
+            try:
+                module, _ = function_reference(self.function)
+            except ConfigError as exc:
+                raise ConfigError(f"tool {self.name!r}: {exc}") from exc
+            preload(module)
 
     @classmethod
     def from_function(cls, function: AnyFunction, **policy: Any) -> FunctionTool:
@@ -229,8 +275,10 @@ class FunctionTool(Tool):
                 kwargs[self._context_param] = ctx
         if self._is_async:
             result = await self.function(**kwargs)
-        elif self.inline:
+        elif self.isolation == "inline":
             result = self.function(**kwargs)
+        elif self.isolation == "process":
+            result = await default_pool().run(self.function, **kwargs)
         else:
             result = await asyncio.to_thread(self.function, **kwargs)
         return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
@@ -259,6 +307,7 @@ def tool(
     tags: Iterable[str] = (),
     examples: Iterable[str] = (),
     group: str = "local",
+    isolation: Isolation | None = None,
     inline: bool = False,
 ) -> Callable[[AnyFunction], FunctionTool]: ...
 

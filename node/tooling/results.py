@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from node.errors import ErrorKind
 
-__all__ = ["EventCallback", "ToolCall", "ToolEvent", "ToolResult", "new_call_id", "to_text"]
+__all__ = [
+    "EventCallback",
+    "ToolCall",
+    "ToolEvent",
+    "ToolResult",
+    "new_call_id",
+    "non_finite_path",
+    "to_text",
+]
 
 
 def new_call_id() -> str:
@@ -23,6 +32,32 @@ def to_text(output: Any) -> str:
     if isinstance(output, str):
         return output
     return json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def non_finite_path(output: Any) -> str | None:
+    """The JSON pointer of the first NaN or infinity in ``output`` ("" for the root), or None.
+
+    Walks dicts, lists and tuples only; each container is visited once (cycles end the walk).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", output)]
+    while stack:
+        pointer, value = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return pointer
+        elif isinstance(value, Mapping | list | tuple):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            children = [(f"{pointer}/{_escape(str(k))}", v) for k, v in items]
+            stack.extend(reversed(children))
+    return None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 @dataclass(slots=True)

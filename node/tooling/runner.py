@@ -5,8 +5,12 @@ runs, the caller's capabilities are checked and its cost is charged; while it ru
 applies (the tool's, never beyond the task's deadline in ``ctx.metadata["deadline"]``, epoch
 seconds). Cancelling :meth:`ToolRunner.run` cancels the running calls and waits for them to finish.
 Output longer than the tool's ``max_output`` is cut, and the full text is handed to the optional
-:class:`OutputSink`. Sync tools run in threads: a timeout or cancellation stops waiting for them,
-but cannot stop the thread itself.
+:class:`OutputSink`; an output holding NaN or Infinity (which JSON cannot carry) becomes an error
+result instead. A timeout or a cancellation does what the tool's ``isolation`` allows
+(:mod:`node.tooling.isolation`): a ``process`` call's worker is killed; a ``thread`` call is no
+longer waited for, but its thread runs on to the end; an ``inline`` call cannot be interrupted at
+all, which is why only microsecond work may be inline. Messages of unexpected exceptions never
+show where the workspace lives.
 """
 
 from __future__ import annotations
@@ -22,13 +26,24 @@ from typing import Any, Protocol, cast
 from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolTimeout
 from node.tooling.context import ToolContext
 from node.tooling.registry import PreparedCall, ToolCatalog
-from node.tooling.results import EventCallback, ToolCall, ToolEvent, ToolResult, to_text
+from node.tooling.results import (
+    EventCallback,
+    ToolCall,
+    ToolEvent,
+    ToolResult,
+    non_finite_path,
+    to_text,
+)
 from node.tooling.tool import Tool
 
 __all__ = ["OutputSink", "ToolRunner"]
 
 logger = logging.getLogger("node.tooling.runner")
 _MAX_ERROR = 500  # characters of an unexpected exception's message in a result
+_AFTER_TIMEOUT = {
+    "process": "; its worker process was killed",
+    "thread": "; its thread may still be running",
+}
 
 
 class OutputSink(Protocol):
@@ -133,7 +148,7 @@ class ToolRunner:
             result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
         except Exception as exc:
             logger.exception("tool %s raised", call.name)
-            message = f"{type(exc).__name__}: {exc}"
+            message = _redact(f"{type(exc).__name__}: {exc}", ctx)
             if len(message) > _MAX_ERROR:
                 message = message[:_MAX_ERROR] + "…"
             result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
@@ -156,7 +171,8 @@ class ToolRunner:
                 return await tool.execute(arguments, ctx)
         except TimeoutError:
             if scope.expired():
-                raise ToolTimeout(f"{tool.name} timed out after {timeout:g} s") from None
+                note = _AFTER_TIMEOUT.get(tool.isolation, "")
+                raise ToolTimeout(f"{tool.name} timed out after {timeout:g} s{note}") from None
             raise
 
     async def _truncated(self, call: ToolCall, limit: int, text: str, start: float) -> ToolResult:
@@ -180,11 +196,32 @@ class ToolRunner:
 
 
 def _text_form(output: Any) -> tuple[Any, str]:
-    """``(output, text)``; an output that is not JSON data is replaced by its text."""
+    """``(output, text)``; an output that is not JSON data is replaced by its text.
+
+    Raises :class:`ToolError` when the output holds NaN or an infinity: JSON has no such numbers,
+    and a peer, a store or a model would each read them differently (or not at all).
+    """
     if isinstance(output, str):
         return output, output
     try:
-        return output, json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+        return output, json.dumps(output, ensure_ascii=False, separators=(",", ":"),
+                                  allow_nan=False)  # fmt: skip
     except (TypeError, ValueError):
+        where = non_finite_path(output)
+        if where is not None:
+            at = f" at {where}" if where else ""
+            raise ToolError(
+                f"the output holds a number that is not finite (NaN or Infinity){at}; "
+                "JSON cannot carry it"
+            ) from None
         text = to_text(output)
         return text, text
+
+
+def _redact(message: str, ctx: ToolContext) -> str:
+    """``message`` with every workspace root replaced by ``<workspace>``."""
+    if ctx.workspace is not None:
+        roots = sorted({str(r) for r in ctx.workspace.read_roots}, key=len, reverse=True)
+        for root in roots:
+            message = message.replace(root, "<workspace>")
+    return message

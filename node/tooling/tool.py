@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from node.errors import ConfigError
+from node.tooling.isolation import ISOLATION_MODES, Isolation
 
 if TYPE_CHECKING:
     from node.tooling.context import ToolContext
@@ -33,6 +34,10 @@ class Tool(ABC):
     - ``exclusive``: the tool must never overlap another call, even a read-only one.
     - ``concurrency_safe`` (derived): ``read_only and not exclusive``.
     - ``timeout``: seconds before the call is cancelled and reported as a timeout.
+    - ``isolation``: where the work runs, and so what a timeout can stop
+      (:mod:`node.tooling.isolation`): ``inline`` on the event loop (async tools, and sync
+      functions bounded to microseconds), ``thread`` (a timeout stops the waiting, not the
+      thread), ``process`` (a timeout kills the worker process).
     - ``max_output``: characters of output returned inline; the rest goes to the output sink.
     - ``requires``: capabilities the caller must hold.
     - ``cost``: charged to the task's budget before the call runs.
@@ -46,6 +51,7 @@ class Tool(ABC):
     read_only: bool = False
     exclusive: bool = False
     timeout: float = DEFAULT_TIMEOUT_S
+    isolation: Isolation = "inline"  # execute() runs on the loop unless the tool moves its work
     max_output: int = DEFAULT_MAX_OUTPUT
     requires: frozenset[str] = frozenset()
     cost: float = 0.0
@@ -74,6 +80,9 @@ class Tool(ABC):
             raise ConfigError(f"tool {self.name!r}: parameters must be a JSON Schema object root")
         if self.timeout <= 0 or self.max_output <= 0:
             raise ConfigError(f"tool {self.name!r}: timeout and max_output must be positive")
+        if self.isolation not in ISOLATION_MODES:
+            modes = ", ".join(ISOLATION_MODES)
+            raise ConfigError(f"tool {self.name!r}: isolation must be one of {modes}")
         if self.scope not in ("public", "internal"):
             raise ConfigError(f"tool {self.name!r}: scope must be 'public' or 'internal'")
 
