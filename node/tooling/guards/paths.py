@@ -6,7 +6,9 @@
 
 Relative paths join the first root; absolute paths are allowed only inside a root. ``..`` and
 symlinks are resolved before the check, so a symlink inside the workspace that points outside
-is refused. Error messages quote the path as given and never reveal where the roots live.
+is refused. Error messages quote the path as given (cut when long) and never reveal where the
+roots live: names too long for the filesystem are refused before the filesystem sees them, and an
+``OSError`` is reported by its reason alone (its text would name the absolute path).
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ from pathlib import Path
 
 from node.errors import ConfigError, GuardError, ToolError
 
-__all__ = ["Workspace", "atomic_write"]
+__all__ = ["NAME_MAX", "PATH_MAX", "Workspace", "atomic_write", "os_error_reason", "shown"]
 
 StrPath = str | os.PathLike[str]
+NAME_MAX = 255  # bytes in one path component (Linux, macOS)
+PATH_MAX = 4096  # bytes in a whole path
+_SHOWN = 120  # characters of a given path quoted in a message
+
+
+def shown(path: str) -> str:
+    """``path`` quoted for a message, cut to a readable length."""
+    return repr(path if len(path) <= _SHOWN else f"{path[:_SHOWN]}…")
 
 
 def _resolve_roots(roots: Sequence[StrPath]) -> tuple[Path, ...]:
@@ -63,8 +73,14 @@ class Workspace:
     def resolve_read(self, path: StrPath) -> Path:
         """Return the real path of an existing file or directory under a read root."""
         resolved = self._resolve(path, self.read_roots)
-        if not resolved.exists():
-            raise ToolError(f"{os.fspath(path)!r} does not exist in the workspace")
+        try:
+            exists = resolved.exists()
+        except OSError as exc:
+            raise ToolError(
+                f"{shown(os.fspath(path))} cannot be read: {os_error_reason(exc)}"
+            ) from exc
+        if not exists:
+            raise ToolError(f"{shown(os.fspath(path))} does not exist in the workspace")
         return resolved
 
     def resolve_write(self, path: StrPath) -> Path:
@@ -73,7 +89,7 @@ class Workspace:
             raise GuardError("the workspace is read-only: no file may be written")
         resolved = self._resolve(path, self.write_roots)
         if resolved in self.write_roots:
-            raise GuardError(f"{os.fspath(path)!r} is a workspace root, not a file")
+            raise GuardError(f"{shown(os.fspath(path))} is a workspace root, not a file")
         return resolved
 
     def relative(self, path: Path) -> str:
@@ -88,18 +104,36 @@ class Workspace:
         if not isinstance(given, str) or not given.strip():
             raise GuardError("path must be a non-empty string")
         if "\x00" in given:
-            raise GuardError(f"path {given!r} contains a NUL byte")
+            raise GuardError(f"path {shown(given)} contains a NUL byte")
+        try:
+            encoded = os.fsencode(given)
+        except UnicodeError as exc:
+            raise GuardError(f"path {shown(given)} is not valid text") from exc
+        if len(encoded) > PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+            raise GuardError(
+                f"path {shown(given)} is too long (at most {NAME_MAX} bytes per name "
+                f"and {PATH_MAX} in all)"
+            )
         candidate = Path(given)
         if not candidate.is_absolute():
             candidate = self.root / candidate
         try:
             resolved = candidate.resolve()  # follows every symlink that exists, and ".."
         except (OSError, RuntimeError) as exc:  # symlink loops, bad names
-            raise GuardError(f"path {given!r} cannot be resolved: {type(exc).__name__}") from exc
+            raise GuardError(
+                f"path {shown(given)} cannot be resolved: {os_error_reason(exc)}"
+            ) from exc
         if not any(resolved.is_relative_to(root) for root in roots):
             kind = "readable" if roots is self.read_roots else "writable"
-            raise GuardError(f"path {given!r} is outside the {kind} workspace")
+            raise GuardError(f"path {shown(given)} is outside the {kind} workspace")
         return resolved
+
+
+def os_error_reason(exc: BaseException) -> str:
+    """Why an ``OSError`` happened, without the path its text would quote."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
 
 
 def atomic_write(path: StrPath, data: bytes | str, *, encoding: str = "utf-8") -> int:
