@@ -2,30 +2,43 @@
 
 Every request goes through the context's SSRF guard (:class:`node.tooling.guards.UrlGuard`) and
 shared HTTP client; a context without them refuses to fetch.
+
+HTML is parsed with lexbor (``selectolax``), in time linear in the input, and only its first
+``MAX_HTML_CHARS`` characters (5,000,000: under a second of work) are parsed; ``http_fetch`` then
+reports ``truncated``. Parsing runs in a worker process (``isolation="process"`` for
+``html_links``, :func:`node.tooling.run_in_process` for the fetching tools), so it never holds the
+event loop's GIL, never occupies the thread pool, and a conversion that outlives its call's
+timeout is killed with its worker instead of keeping a core busy.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
 from typing import Annotated, Any
 from urllib.parse import urldefrag, urljoin
 
-from bs4 import BeautifulSoup
 from pydantic import Field
+from selectolax.lexbor import LexborHTMLParser
 
 from node.errors import ToolError
-from node.tooling import ToolContext, tool
+from node.tooling import ToolContext, run_in_process, tool
 from node.tooling.guards import FetchResponse
 
-__all__ = ["extract_links", "html_links", "html_to_text", "http_fetch"]
+__all__ = [
+    "MAX_HTML_CHARS",
+    "extract_links",
+    "html_links",
+    "html_to_text",
+    "http_fetch",
+    "page_links",
+]
 
 FETCH_TIMEOUT_S = 20.0
+MAX_HTML_CHARS = 5_000_000  # characters of HTML parsed; the rest is ignored
 _NOISE = ["script", "style", "noscript", "template", "svg", "nav", "footer", "aside", "form"]
 _NOISE += ["iframe", "button", "select", "head"]
 _BLOCKS = ["p", "div", "section", "article", "main", "header", "blockquote", "pre", "table", "tr"]
 _BLOCKS += ["ul", "ol", "li", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure"]
-_XML_PROLOG = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
+_BLOCK_SELECTOR = ",".join(_BLOCKS)
 _TEXT_TYPES = ("application/json", "application/xml", "application/javascript")
 
 MaxBytes = Annotated[int, Field(ge=1, le=10_000_000)]
@@ -33,44 +46,58 @@ MaxChars = Annotated[int, Field(ge=100, le=200_000)]
 MaxLinks = Annotated[int, Field(ge=1, le=1000)]
 
 
-def _soup(html: str) -> BeautifulSoup:
-    return BeautifulSoup(_XML_PROLOG.sub("", html, count=1), "html.parser")
-
-
 def html_to_text(html: str) -> str:
-    """Readable text of an HTML document: title first, one block per line, no scripts or menus."""
+    """Readable text of an HTML document: title first, one block per line, no scripts or menus.
+
+    Only the first ``MAX_HTML_CHARS`` characters are parsed.
+    """
     if "<" not in html:
         return html.strip()
-    soup = _soup(html)
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    for tag in soup.find_all(_NOISE):
-        tag.decompose()
-    for br in soup.find_all("br"):
+    tree = LexborHTMLParser(html[:MAX_HTML_CHARS])
+    title_node = tree.css_first("title")
+    title = " ".join(title_node.text(separator=" ").split()) if title_node else ""
+    tree.strip_tags(_NOISE, recursive=True)
+    root = tree.root
+    if root is None:
+        return title
+    # collect the nodes first, then change the tree (mutating while iterating is unsafe)
+    for br in root.css("br"):
         br.replace_with("\n")
-    for item in soup.find_all("li"):
-        item.insert(0, "- ")
-    for block in soup.find_all(_BLOCKS):
+    for item in root.css("li"):
+        first = item.first_child
+        if first is None:
+            item.insert_child("- ")
+        else:
+            first.insert_before("- ")
+    for block in root.css(_BLOCK_SELECTOR):
         block.insert_before("\n")
         block.insert_after("\n")
-    lines = (" ".join(line.split()) for line in soup.get_text().splitlines())
+    lines = (" ".join(line.split()) for line in root.text(separator="").splitlines())
     body = "\n".join(line for line in lines if line)
     return f"{title}\n\n{body}".strip() if title and not body.startswith(title) else body
 
 
-def _links(html: str, base_url: str, limit: int) -> list[dict[str, str]]:
+def page_links(html: str, base_url: str, limit: int) -> list[dict[str, str]]:
+    """The first ``limit`` distinct absolute http(s) links of ``html`` with their text.
+
+    Relative links resolve against a ``<base href>``, else ``base_url``; only the first
+    ``MAX_HTML_CHARS`` characters are parsed.
+    """
     if "<" not in html:
         return []
-    soup = _soup(html)
-    base_tag = soup.find("base", href=True)
-    base = urljoin(base_url, str(base_tag["href"])) if base_tag else base_url
+    tree = LexborHTMLParser(html[:MAX_HTML_CHARS])
+    base_tag = tree.css_first("base[href]")
+    base_href = base_tag.attributes.get("href") if base_tag else None
+    base = urljoin(base_url, base_href) if base_href else base_url
     seen: set[str] = set()
     links: list[dict[str, str]] = []
-    for anchor in soup.find_all("a", href=True):
-        url = urldefrag(urljoin(base, str(anchor["href"]).strip())).url
+    for anchor in tree.css("a[href]"):
+        url = urldefrag(urljoin(base, (anchor.attributes.get("href") or "").strip())).url
         if not url.startswith(("http://", "https://")) or url in seen:
             continue
         seen.add(url)
-        links.append({"url": url, "text": anchor.get_text(" ", strip=True)[:200]})
+        text = " ".join(anchor.text(separator=" ").split())
+        links.append({"url": url, "text": text[:200]})
         if len(links) >= limit:
             break
     return links
@@ -107,9 +134,10 @@ async def http_fetch(
 ) -> dict[str, Any]:
     """Fetch a public http(s) URL with GET and return its status, content type and text.
 
-    HTML pages are turned into readable text (title first, scripts and menus dropped);
-    JSON, XML and other text is returned as is; binary content is not returned. Private,
-    loopback and link-local addresses are refused unless the node allows them.
+    HTML pages are turned into readable text (title first, scripts and menus dropped; only the
+    first 5,000,000 characters of HTML are read); JSON, XML and other text is returned as is;
+    binary content is not returned. Private, loopback and link-local addresses are refused
+    unless the node allows them.
 
     Args:
         url: The absolute http or https URL to fetch.
@@ -117,8 +145,11 @@ async def http_fetch(
         max_chars: Cut the returned text after this many characters.
     """
     response = await _get(ctx, url, max_bytes)
+    cut = False
     if _is_html(response):
-        text = await asyncio.to_thread(html_to_text, response.text)
+        html = response.text
+        cut = len(html) > MAX_HTML_CHARS
+        text = await run_in_process(html_to_text, html)
     elif _is_text(response):
         text = response.text
     else:
@@ -128,7 +159,7 @@ async def http_fetch(
         "content_type": response.content_type,
         "url": response.url,
         "text": text[:max_chars],
-        "truncated": len(text) > max_chars,
+        "truncated": cut or len(text) > max_chars,
     }
 
 
@@ -146,10 +177,10 @@ async def extract_links(
     response = await _get(ctx, url, max_bytes)
     if not _is_html(response):
         raise ToolError(f"{url} is not an HTML page (content type {response.content_type!r})")
-    return await asyncio.to_thread(_links, response.text, response.url, max_links)
+    return await run_in_process(page_links, response.text, response.url, max_links)
 
 
-@tool(read_only=True, tags=("html",))
+@tool(read_only=True, isolation="process", tags=("html",))
 def html_links(
     html: Annotated[str, Field(max_length=10_000_000)],
     base_url: str = "",
@@ -163,4 +194,4 @@ def html_links(
             without it, relative links are left out.
         max_links: Return at most this many links (first ones in the page, no duplicates).
     """
-    return _links(html, base_url, max_links)
+    return page_links(html, base_url, max_links)

@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from node.tooling import Tool, ToolContext
 from node.tooling.guards import UrlGuard, Workspace
+from node.tooling.isolation import close_default_pool
 
 Call = Callable[..., Awaitable[Any]]
 PAGE = """<!doctype html><html><head><title>Test Page</title>
@@ -29,6 +30,13 @@ PAGE = """<!doctype html><html><head><title>Test Page</title>
 <a href="/docs/a.html#intro">Docs</a> <a href="https://example.org/x">Ext</a>
 <a href="mailto:a@b.c">Mail</a> <a href="javascript:void(0)">JS</a> <a href="/docs/a.html">Again</a>
 <footer>Copyright</footer></body></html>"""
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_left() -> Iterator[None]:
+    """Every test ends with no worker process left running (the default pool is closed)."""
+    yield
+    close_default_pool()
 
 
 @pytest.fixture
