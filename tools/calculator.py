@@ -32,10 +32,24 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.USub: operator.neg,
 }
 _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
+MAX_ROUND_DIGITS = 1300  # past this, round() answers the same for every allowed number
+
+
+def _round(number: Number, ndigits: int | None = None) -> Number:
+    """``round``, with ``ndigits`` clamped: ``round(5, -10**7)`` would compute 10**(10**7) (hours,
+    on the event loop, since calculate is inline), yet every number allowed here (< 2**4096, about
+    1e1233) rounds to 0 long before that."""
+    if ndigits is None:
+        return round(number)
+    if not isinstance(ndigits, int):
+        raise InvalidArguments("round(): the number of digits must be an integer")
+    return round(number, max(-MAX_ROUND_DIGITS, min(MAX_ROUND_DIGITS, ndigits)))
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt,
     "abs": abs,
-    "round": round,
+    "round": _round,
     "min": min,
     "max": max,
     "log": math.log,
@@ -153,8 +167,11 @@ def number_stats(
     Args:
         numbers: The numbers, such as [3, 1, 4, 1, 5].
     """
+    for index, number in enumerate(numbers):
+        if not math.isfinite(number):
+            raise InvalidArguments(f"numbers[{index}] is {number}; only finite numbers count")
     try:
-        return {
+        stats: dict[str, Number | None] = {
             "count": len(numbers),
             "sum": math.fsum(numbers),
             "mean": statistics.fmean(numbers),
@@ -165,3 +182,9 @@ def number_stats(
         }
     except (OverflowError, ValueError) as exc:
         raise ToolError(f"cannot summarise these numbers: {exc}") from exc
+    overflowed = [k for k, v in stats.items() if isinstance(v, float) and not math.isfinite(v)]
+    if overflowed:
+        raise ToolError(
+            f"cannot summarise these numbers: the {', '.join(overflowed)} overflows a float"
+        )
+    return stats
