@@ -103,6 +103,8 @@ class _Declared(Tool):
 class HttpTool(_Declared):
     """A declared tool that calls an HTTP endpoint through the URL guard."""
 
+    isolation = "inline"  # awaits I/O on the loop; a timeout cancels the request
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
         http = spec["http"]
@@ -146,6 +148,8 @@ class HttpTool(_Declared):
 
 class CommandTool(_Declared):
     """A declared tool that runs a fixed program with substituted arguments (never a shell)."""
+
+    isolation = "process"  # its own child process, killed at the timeout or on cancellation
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)

@@ -278,24 +278,26 @@ class _Worker:
         return bytes(buffer[_HEADER.size :])
 
     def kill(self) -> int | None:
-        """Kill and reap the process, close the pipes; return its exit code (idempotent)."""
-        if self._killed:
-            return self.process.exitcode if self.pid is not None else None
-        self._killed = True
-        code = None
-        if self.pid is not None:
+        """Kill and reap the process; return its exit code (idempotent; the pipes stay open, so
+        a call reading from them sees the end of the stream)."""
+        if self.pid is None:
+            return None
+        if not self._killed:
+            self._killed = True
             with contextlib.suppress(OSError, ValueError):
                 if self.process.exitcode is None:
                     self.process.kill()
                 self.process.join(_KILL_WAIT_S)
-                code = self.process.exitcode
-            if code is None:
-                logger.warning(
-                    "worker %s did not exit %.0f s after SIGKILL", self.pid, _KILL_WAIT_S
-                )
+            if self.process.exitcode is None:
+                logger.warning("worker %s still alive %.0f s after SIGKILL", self.pid, _KILL_WAIT_S)
+        code: int | None = self.process.exitcode
+        return code
+
+    def close(self) -> None:
+        """Kill the process and close the parent's ends of its pipes."""
+        self.kill()
         for conn in (self._jobs, self._results, *(self._child_ends or ())):
             conn.close()
-        return code
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, fd: int, *, write: bool) -> None:
@@ -372,6 +374,8 @@ class WorkerPool:
             healthy = True
         except _WorkerGone:
             code = worker.kill()
+            if self._closed:
+                raise ToolError(_CLOSED) from None
             raise ToolError(
                 f"the worker process running {qualname} died (exit code {code})"
             ) from None
@@ -470,9 +474,11 @@ class WorkerPool:
             self._idle.append(handed)
 
     def _discard(self, worker: _Worker) -> None:
-        if worker in self._live:
-            self._live.discard(worker)
+        if worker in self._busy:  # its call reads the end of the stream, then discards it again
             worker.kill()
+        elif worker in self._live:
+            self._live.discard(worker)
+            worker.close()
             self._free_slot()
 
     def _free_slot(self) -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from node.errors import ConfigError, ErrorKind
+from node.errors import ConfigError, ErrorKind, ToolError
 from node.tooling import ToolContext, ToolRegistry, ToolRunner, tool
 from node.tooling.isolation import WorkerPool, default_pool
 from tests.tooling import workloads
@@ -181,3 +181,24 @@ async def test_a_thread_tool_timeout_says_the_thread_may_still_run() -> None:
         release.set()
     assert result.error_kind == ErrorKind.TIMEOUT
     assert "thread may still be running" in (result.error or "")
+
+
+def test_declared_tools_state_where_their_work_runs() -> None:
+    from node.tooling import declared_tool
+
+    command = declared_tool({"name": "ls", "description": "List.", "command": ["ls"]})
+    http = declared_tool(
+        {"name": "api", "description": "Call.", "http": {"url": "https://a.test/"}}
+    )
+    assert (command.isolation, http.isolation) == ("process", "inline")
+
+
+async def test_closing_a_pool_ends_its_running_calls_with_an_error() -> None:
+    pool = WorkerPool(1)
+    call = asyncio.create_task(pool.run(workloads.spin))
+    await until(lambda: pool.busy)
+    (worker,) = pool.busy
+    pool.close()
+    with pytest.raises(ToolError, match="pool is closed"):
+        await call
+    assert gone(worker)
