@@ -35,10 +35,11 @@ __all__ = [
 FETCH_TIMEOUT_S = 20.0
 MAX_HTML_CHARS = 5_000_000  # characters of HTML parsed; the rest is ignored
 _NOISE = ["script", "style", "noscript", "template", "svg", "nav", "footer", "aside", "form"]
-_NOISE += ["iframe", "button", "select", "head"]
+_NOISE += ["iframe", "button", "select", "head", "title"]
 _BLOCKS = ["p", "div", "section", "article", "main", "header", "blockquote", "pre", "table", "tr"]
 _BLOCKS += ["ul", "ol", "li", "dl", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure"]
 _BLOCK_SELECTOR = ",".join(_BLOCKS)
+_NOISE_SELECTOR = ",".join(_NOISE)
 _TEXT_TYPES = ("application/json", "application/xml", "application/javascript")
 
 MaxBytes = Annotated[int, Field(ge=1, le=10_000_000)]
@@ -56,11 +57,13 @@ def html_to_text(html: str) -> str:
     tree = LexborHTMLParser(html[:MAX_HTML_CHARS])
     title_node = tree.css_first("title")
     title = " ".join(title_node.text(separator=" ").split()) if title_node else ""
-    tree.strip_tags(_NOISE, recursive=True)
     root = tree.root
     if root is None:
         return title
-    # collect the nodes first, then change the tree (mutating while iterating is unsafe)
+    # Select first, then change the tree (mutating while iterating is unsafe). Noise goes last
+    # first: a nested noise element is removed before the one holding it.
+    for noise in reversed(root.css(_NOISE_SELECTOR)):
+        noise.decompose()
     for br in root.css("br"):
         br.replace_with("\n")
     for item in root.css("li"):
