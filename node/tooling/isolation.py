@@ -26,7 +26,11 @@ The pool is process-wide (:func:`default_pool`), started lazily on the first cal
 that preloads the modules of the process tools, so a replacement worker costs a fork, not an
 interpreter start), usable from one event loop at a time (successive loops, as in tests, are
 fine), and closed by :func:`close_default_pool` or at interpreter exit. Workers die with their
-parent: they are daemonic, and on Linux they get SIGKILL when the forkserver goes away.
+parent: they are daemonic, and on Linux they get SIGKILL when the forkserver goes away. Besides
+the workers, ``multiprocessing`` runs two helpers for the life of the process: the forkserver and
+its resource tracker (both exit with the node). As in any ``multiprocessing`` program not using
+``fork``, the forkserver imports the main script once (as ``__mp_main__``): a script that starts a
+node must keep its entry point under ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
