@@ -154,7 +154,7 @@ def sdk_app(store_kind: str, data_dir: Path, port: int) -> Any:
 
 def node_app(store_kind: str, data_dir: Path, port: int) -> Any:
     """Our node with only the built-in ``calculate`` tool."""
-    from node.config import parse_card
+    from node.card import parse_card
     from node.server.app import build_node_app
 
     card = parse_card(

@@ -10,15 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from node.card import NodeCard, load_card, parse_card
     from node.client import NodeClient, artifacts_of, skill_message, text_message
-    from node.config import NodeCard, load_card, parse_card
     from node.errors import ErrorKind, NodeError, ToolError
     from node.server.app import build_node_app
     from node.tooling import Tool, ToolContext, ToolRegistry, tool
 
 _EXPORTS = {
     "ErrorKind": "node.errors",
-    "NodeCard": "node.config",
+    "NodeCard": "node.card",
     "NodeClient": "node.client",
     "NodeError": "node.errors",
     "Tool": "node.tooling",
@@ -27,8 +27,8 @@ _EXPORTS = {
     "ToolRegistry": "node.tooling",
     "artifacts_of": "node.client",
     "build_node_app": "node.server.app",
-    "load_card": "node.config",
-    "parse_card": "node.config",
+    "load_card": "node.card",
+    "parse_card": "node.card",
     "skill_message": "node.client",
     "text_message": "node.client",
     "tool": "node.tooling",

@@ -1,144 +1,250 @@
-"""Build the served A2A :class:`AgentCard` from a :class:`NodeCard` and the node's public skills.
+"""The card: everything a node is, parsed once from one YAML file and validated with pydantic.
 
-The card advertises JSON-RPC at the public URL and HTTP+JSON under ``/rest``, both at protocol 1.0,
-one skill per public tool, and the :data:`node.extensions.SKILL_SCHEMAS` extension carrying each
-skill's input schema and the node's agent id. Secrets never reach it: only scheme *names* are
-published.
+A card file holds the public card fields, the tools the node loads (and which are public skills),
+its store, auth, limits, network policy and peers. ``${VAR}`` / ``${VAR:-default}`` in any string
+value is replaced from the environment at load time; secrets therefore live only in the environment
+and in :class:`pydantic.SecretStr` fields, never in the served card or in logs.
+
+``cards/card.schema.json`` is :func:`card_json_schema` written out, for editors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 
-from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentExtension,
-    AgentInterface,
-    AgentProvider,
-    AgentSkill,
-    APIKeySecurityScheme,
-    HTTPAuthSecurityScheme,
-    SecurityRequirement,
-    SecurityScheme,
-    StringList,
-)
-from google.protobuf.json_format import ParseDict
-from google.protobuf.struct_pb2 import Struct
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from node import extensions
-from node.config import NodeCard
+from node.errors import ConfigError
+from node.peers.settings import PeersSettings
+from node.pipeline.spec import PipelineSpec
+from node.planning.settings import PlannerSettings
+from node.tooling.tool import TOOL_NAME_PATTERN
 
-REST_PREFIX = "/rest"
-PROTOCOL_VERSION = "1.0"
-TEXT_MODES = ["text/plain", "application/json"]
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+AGENT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
-@dataclass(frozen=True, slots=True)
-class SkillSpec:
-    """What the card says about one callable skill (a public tool or a pipeline)."""
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
-    name: str
+
+class Provider(_Model):
+    organization: str
+    url: str
+
+
+class ToolRef(_Model):
+    """Load a built-in or plugin tool by name, optionally overriding its policy."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN.pattern)
+    scope: Literal["public", "internal"] | None = None
+    requires: list[str] | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    max_output: int | None = Field(default=None, gt=0)
+    cost: float | None = Field(default=None, ge=0)
+    tags: list[str] | None = None
+    examples: list[str] | None = None
+
+
+class DeclaredTool(_Model):
+    """A schema-first tool declared in YAML, backed by an HTTP endpoint or a command line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    name: str = Field(pattern=TOOL_NAME_PATTERN.pattern)
     description: str
-    input_schema: Mapping[str, Any]
-    tags: tuple[str, ...] = ()
-    examples: tuple[str, ...] = ()
-    requires: frozenset[str] = field(default_factory=frozenset)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    http: dict[str, Any] | None = None
+    command: list[str] | None = None
+    read_only: bool = False
+    exclusive: bool = False
+    scope: Literal["public", "internal"] = "public"
+    requires: list[str] = Field(default_factory=list)
+    timeout: float = Field(default=30.0, gt=0)
+    max_output: int = Field(default=32_000, gt=0)
+    cost: float = Field(default=0.0, ge=0)
+    tags: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+    def model_post_init(self, _context: Any) -> None:
+        if (self.http is None) == (self.command is None):
+            raise ValueError(f"tool {self.name!r}: declare exactly one of 'http' or 'command'")
 
 
-def _struct(data: Mapping[str, Any]) -> Struct:
-    struct = Struct()
-    ParseDict(dict(data), struct)
-    return struct
+class Credential(_Model):
+    """One API key or bearer token, the principal it authenticates, and what it is granted."""
 
-
-def build_agent_card(card: NodeCard, skills: Iterable[SkillSpec], public_url: str) -> AgentCard:
-    """The A2A card a node serves at ``/.well-known/agent-card.json``."""
-    base = public_url.rstrip("/")
-    skills = list(skills)
-    agent_card = AgentCard(
-        name=card.name,
-        description=card.description,
-        version=card.version,
-        supported_interfaces=[
-            AgentInterface(
-                url=f"{base}/", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION
-            ),
-            AgentInterface(
-                url=f"{base}{REST_PREFIX}",
-                protocol_binding="HTTP+JSON",
-                protocol_version=PROTOCOL_VERSION,
-            ),
-        ],
-        capabilities=AgentCapabilities(
-            streaming=True,
-            push_notifications=False,
-            extensions=[
-                AgentExtension(
-                    uri=extensions.SKILL_SCHEMAS,
-                    description="Input JSON Schema of each skill, and this node's agent id.",
-                    required=False,
-                    params=_struct(
-                        {
-                            "agent_id": card.id,
-                            "schemas": {s.id: dict(s.input_schema) for s in skills},
-                        }
-                    ),
-                ),
-                AgentExtension(
-                    uri=extensions.HOP,
-                    description="Forwarded calls carry their hop chain, limit and deadline.",
-                    required=False,
-                ),
-            ],
-        ),
-        default_input_modes=TEXT_MODES,
-        default_output_modes=TEXT_MODES,
-        skills=[
-            AgentSkill(
-                id=s.id,
-                name=s.name,
-                description=s.description,
-                tags=list(s.tags) or ["tool"],
-                examples=list(s.examples),
-                input_modes=TEXT_MODES,
-                output_modes=TEXT_MODES,
-            )
-            for s in skills
-        ],
+    secret: SecretStr = Field(
+        description="The key or token (8+ characters); write it as ${ENV_VAR}."
     )
-    if card.provider:
-        agent_card.provider.CopyFrom(
-            AgentProvider(organization=card.provider.organization, url=card.provider.url)
-        )
-    if card.documentation_url:
-        agent_card.documentation_url = card.documentation_url
-    if card.icon_url:
-        agent_card.icon_url = card.icon_url
-    _add_security(agent_card, card)
-    return agent_card
+    principal: str = Field(min_length=1, max_length=64)
+    capabilities: list[str] = Field(default_factory=list)
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr) -> SecretStr:
+        if len(secret.get_secret_value()) < 8:
+            raise ValueError("a key or token must have at least 8 characters (is its ${VAR} set?)")
+        return secret
 
 
-def _add_security(agent_card: AgentCard, card: NodeCard) -> None:
-    auth = card.auth
-    if auth.bearer_tokens:
-        agent_card.security_schemes["bearer"].CopyFrom(
-            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="Bearer"))
-        )
-        agent_card.security_requirements.append(
-            SecurityRequirement(schemes={"bearer": StringList(list=[])})
-        )
-    if auth.api_keys:
-        agent_card.security_schemes["apiKey"].CopyFrom(
-            SecurityScheme(
-                api_key_security_scheme=APIKeySecurityScheme(
-                    location="header", name=auth.api_key_header
-                )
-            )
-        )
-        agent_card.security_requirements.append(
-            SecurityRequirement(schemes={"apiKey": StringList(list=[])})
-        )
+class AuthSettings(_Model):
+    api_keys: list[Credential] = Field(default_factory=list)
+    bearer_tokens: list[Credential] = Field(default_factory=list)
+    api_key_header: str = "X-API-Key"
+    anonymous_capabilities: list[str] = Field(
+        default_factory=list, description="Capabilities granted to every caller when auth is off."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys or self.bearer_tokens)
+
+
+class Limits(_Model):
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
+    max_calls_per_task: int = Field(default=16, gt=0)
+    task_cost_budget: float | None = Field(default=None, gt=0)
+    interrupted_task_timeout_s: float = Field(default=600.0, gt=0)
+
+
+class NetworkPolicy(_Model):
+    """Which non-public address ranges the node's URL fetches may reach (e.g. 127.0.0.0/8)."""
+
+    allow_cidrs: list[str] = Field(default_factory=list)
+
+
+class WorkspaceSettings(_Model):
+    root: str = "workspace"  # relative to the data directory
+    read_roots: list[str] = Field(default_factory=list)
+
+
+class ServerSettings(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    public_url: str | None = None
+    store: str = "sqlite"  # "memory", "sqlite", "sqlite:///path.db", "postgresql://..."
+    data_dir: str = ".a2a-node"
+    card_cache_s: int = Field(default=300, ge=0)
+    recover_interrupted: bool = Field(
+        default=True,
+        description="At start, fail tasks a dead process left working. Turn off when several "
+        "replicas share one PostgreSQL store (a starting replica would fail its peers' tasks).",
+    )
+
+
+class NodeCard(_Model):
+    """One node: its public card, its tools and skills, and how it runs."""
+
+    id: str = Field(pattern=AGENT_ID_PATTERN, description="Stable agent id used in hop chains.")
+    name: str = Field(min_length=1, max_length=128)
+    description: str = Field(min_length=1)
+    version: str = "1.0.0"
+    provider: Provider | None = None
+    documentation_url: str | None = None
+    icon_url: str | None = None
+    tools: list[str | ToolRef] = Field(default_factory=list)
+    declared_tools: list[DeclaredTool] = Field(default_factory=list)
+    pipelines: list[PipelineSpec] = Field(default_factory=list)
+    planner: PlannerSettings | None = Field(
+        default=None,
+        description="Model endpoint for free-text requests; without it, requests name a skill.",
+    )
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    limits: Limits = Field(default_factory=Limits)
+    network: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
+    peers: PeersSettings = Field(default_factory=PeersSettings)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, tools: list[str | ToolRef]) -> list[str | ToolRef]:
+        names = [t if isinstance(t, str) else t.name for t in tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tools listed twice: {', '.join(dupes)}")
+        return tools
+
+    def tool_refs(self) -> list[ToolRef]:
+        return [ToolRef(name=t) if isinstance(t, str) else t for t in self.tools]
+
+
+def interpolate_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string of a parsed YAML tree."""
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where or '<root>'}: environment variable {name} is not set")
+
+        return _ENV_REF.sub(sub, value)
+    if isinstance(value, dict):
+        return {
+            k: interpolate_env(v, env, f"{where}.{k}" if where else str(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [interpolate_env(v, env, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def parse_card(
+    data: Any, *, source: str = "<card>", env: Mapping[str, str] | None = None
+) -> NodeCard:
+    """Validate a parsed YAML tree into a :class:`NodeCard`; errors name the source and path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a card must be a YAML mapping, got {type(data).__name__}")
+    try:
+        data = interpolate_env(data, os.environ if env is None else env)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc
+    try:
+        return NodeCard.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            path = ".".join(str(p) for p in err["loc"]) or "<root>"
+            lines.append(f"{source}: {path}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from exc
+
+
+def load_card(path: str | Path, *, env: Mapping[str, str] | None = None) -> NodeCard:
+    """Read and validate one card file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read card: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    return parse_card(data, source=str(path), env=env)
+
+
+def card_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a card file (committed as ``cards/card.schema.json``)."""
+    schema = NodeCard.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "a2a-node card"
+    return schema
+
+
+def card_schema_text() -> str:
+    """The committed form of :func:`card_json_schema` (sorted keys, trailing newline)."""
+    import json
+
+    return json.dumps(card_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # python -m node.card > cards/card.schema.json
+    print(card_schema_text(), end="")

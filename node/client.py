@@ -6,7 +6,7 @@
 
 Messages are built with :func:`skill_message` (a structured call) or :func:`text_message`.
 Values come back as Python: protobuf stores every number as a double, so whole numbers in data
-parts and in published skill schemas are turned back into ints (:mod:`node.wire`).
+parts and in published skill schemas are turned back into ints (:mod:`node.protocol`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from google.protobuf.struct_pb2 import Struct, Value
 
 from node.errors import PeerError
 from node.peers.cards import skill_schemas
-from node.states import INTERRUPTED, TERMINAL
-from node.wire import normalise_numbers
+from node.protocol import INTERRUPTED, TERMINAL, normalise_numbers
 
 WELL_KNOWN = "/.well-known"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from node.assembly import assemble_tools
-from node.card import build_agent_card
-from node.config import card_schema_text, load_card, parse_card
+from node.card import card_schema_text, load_card, parse_card
 from node.errors import ConfigError
+from node.server.agent_card import build_agent_card
+from node.server.assembly import assemble_tools
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
 TEST_ENV = {
@@ -21,7 +21,7 @@ TEST_ENV = {
 def test_card_schema_is_current():
     committed = (CARDS / "card.schema.json").read_text()
     assert committed == card_schema_text(), (
-        "regenerate: python -m node.config > cards/card.schema.json"
+        "regenerate: python -m node.card > cards/card.schema.json"
     )
 
 

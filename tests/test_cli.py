@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from node.card import load_card
 from node.cli import build_parser, parse, run
-from node.config import load_card
 from node.errors import ConfigError, NodeError
 from node.server.app import build_node_app
 from tests.cli.clisupport import DATA_CARD, cli

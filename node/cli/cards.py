@@ -56,7 +56,7 @@ def cmd_card(args: argparse.Namespace) -> int:
     if args.card.startswith(("http://", "https://")):
         print_json(_fetch_card(args.card))
         return 0
-    from node.config import load_card
+    from node.card import load_card
     from node.tooling.loader import discover_tools
 
     card = load_card(args.card)
@@ -64,9 +64,9 @@ def cmd_card(args: argparse.Namespace) -> int:
     if args.check:
         print(f"{args.card}: ok ({card.id})")
         return 0
-    from node.assembly import assemble_tools
-    from node.card import build_agent_card
+    from node.server.agent_card import build_agent_card
     from node.server.app import default_public_url
+    from node.server.assembly import assemble_tools
 
     tools = assemble_tools(card, Path(args.data_dir or card.server.data_dir))
     agent_card = build_agent_card(card, tools.skill_specs(), default_public_url(card))
@@ -75,8 +75,8 @@ def cmd_card(args: argparse.Namespace) -> int:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from node.assembly import assemble_tools
-    from node.config import load_card
+    from node.card import load_card
+    from node.server.assembly import assemble_tools
 
     card = load_card(args.card)
     tools = assemble_tools(card, Path(args.data_dir or card.server.data_dir))
@@ -109,8 +109,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
 async def _call(args: argparse.Namespace) -> int:
     import httpx
 
-    from node.assembly import assemble_tools
-    from node.config import load_card
+    from node.card import load_card
+    from node.server.assembly import assemble_tools
     from node.tooling import ToolCall, ToolContext, ToolRunner
 
     card = load_card(args.card)

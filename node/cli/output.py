@@ -3,7 +3,7 @@
 Results go to stdout, progress and state to stderr, so ``a2a-node send … > out.txt`` keeps only
 results. With ``--json`` a command prints one JSON document on stdout instead. Numbers are
 printed as they were meant: protobuf stores every number as a double, so whole floats are turned
-back into ints (:func:`node.wire.normalise_numbers`) before anything is shown.
+back into ints (:func:`node.protocol.normalise_numbers`) before anything is shown.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from google.protobuf.json_format import MessageToDict
 
 from node.cli.common import EXIT_FAILED, EXIT_OK, EXIT_PARTIAL
 from node.client import part_value, status_text
-from node.wire import normalise_numbers
+from node.protocol import normalise_numbers
 
 __all__ = [
     "failed_calls",

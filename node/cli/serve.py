@@ -108,7 +108,7 @@ class _AnnouncingServer(uvicorn.Server):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from node.config import load_card
+    from node.card import load_card
     from node.tooling.loader import discover_tools
 
     card = _with_overrides(load_card(args.card), args)

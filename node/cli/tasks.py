@@ -38,7 +38,7 @@ from node.client import (
     status_text,
     text_message,
 )
-from node.states import INTERRUPTED, TERMINAL
+from node.protocol import INTERRUPTED, TERMINAL
 
 __all__ = ["add_task_commands"]
 

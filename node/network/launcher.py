@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from node.config import load_card
+from node.card import load_card
 from node.errors import ConfigError, NodeError
 from node.network.children import Child
 from node.network.spec import NetworkSpec, NodeSpec

@@ -18,8 +18,7 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf import json_format
 
 from node.errors import PeerError
-from node.extensions import HOP, SKILL_SCHEMAS
-from node.wire import normalise_numbers
+from node.protocol import HOP, SKILL_SCHEMAS, normalise_numbers
 
 __all__ = [
     "CardFetcher",

@@ -1,6 +1,6 @@
 """The hop guard: loop, hop-count and deadline checks for forwarded messages (pure functions).
 
-A forwarded message carries ``metadata[node.extensions.HOP] = {"chain": [agent_id, ...],
+A forwarded message carries ``metadata[node.protocol.HOP] = {"chain": [agent_id, ...],
 "max_hops": int, "deadline": epoch_s}``. A node refuses a message whose chain already holds its
 own id (a loop), whose chain reached ``max_hops``, or whose deadline passed; when it forwards, it
 appends itself and passes on the remaining time, never more.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.errors import ErrorKind, ToolError
-from node.extensions import HOP
+from node.protocol import HOP
 
 __all__ = ["HopState", "check_hop", "forward_metadata", "read_hop", "remaining"]
 

@@ -54,7 +54,7 @@ from tenacity import (
 from node.errors import ConfigError, PeerError
 from node.peers.breaker import CircuitBreaker
 from node.peers.results import message_text, parts_result, task_result
-from node.states import INTERRUPTED, TERMINAL
+from node.protocol import INTERRUPTED, TERMINAL
 
 __all__ = ["PeerClient", "TokenSource", "is_transient"]
 

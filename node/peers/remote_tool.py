@@ -32,10 +32,10 @@ from a2a.types import AgentCard, AgentSkill, Message, Part, Role
 from google.protobuf import json_format, struct_pb2
 
 from node.errors import InvalidArguments
-from node.extensions import HOP
 from node.peers.cards import skill_schemas
 from node.peers.hops import HopState, check_hop, forward_metadata, read_hop
 from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
+from node.protocol import HOP
 from node.tooling.context import ToolContext
 from node.tooling.tool import Scope, Tool
 

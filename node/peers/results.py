@@ -15,7 +15,7 @@ from typing import Any
 from a2a.types import Artifact, Message, Part
 from google.protobuf.json_format import MessageToDict
 
-from node.wire import normalise_numbers
+from node.protocol import normalise_numbers
 
 __all__ = ["message_text", "parts_result", "task_result"]
 

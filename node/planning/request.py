@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.wire import normalise_numbers
+from node.protocol import normalise_numbers
 
 
 @dataclass(frozen=True, slots=True)

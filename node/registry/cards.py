@@ -23,7 +23,7 @@ from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
 
 from node.errors import GuardError, ToolError
-from node.extensions import HOP, SKILL_SCHEMAS
+from node.protocol import HOP, SKILL_SCHEMAS
 from node.registry import safejson
 from node.registry.errors import (
     CardTooLarge,

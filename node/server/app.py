@@ -26,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, Router
 
-from node.assembly import NodeTools, assemble_tools
-from node.card import REST_PREFIX, build_agent_card
-from node.config import NodeCard
+from node.card import NodeCard
 from node.executor import ExecutorSettings, NodeExecutor
 from node.peers.directory import PeerDirectory
 from node.peers.registration import RegistryLink
 from node.peers.settings import read_token
+from node.server.agent_card import REST_PREFIX, build_agent_card
+from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
 from node.server.http_guards import BodyGuard

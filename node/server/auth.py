@@ -21,7 +21,7 @@ from starlette.authentication import (
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
-from node.config import AuthSettings, Credential
+from node.card import AuthSettings, Credential
 
 PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json", "/healthz", "/readyz"})
 

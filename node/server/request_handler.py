@@ -63,7 +63,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length
 
-from node.states import INTERRUPTED, TERMINAL
+from node.protocol import INTERRUPTED, TERMINAL
 from node.store.ids import check_id
 from node.store.sends import SendIndex
 from node.store.terminal import TerminalTaskError

@@ -21,7 +21,7 @@ from __future__ import annotations
 from a2a.server.cluster.task_store import ConcurrentTaskModificationError
 from a2a.types import Task, TaskState
 
-from node.states import TERMINAL
+from node.protocol import TERMINAL
 
 TERMINAL_STATES_SQL = ", ".join(str(int(s)) for s in sorted(TERMINAL))
 """The terminal states as an SQL list, e.g. ``state NOT IN (3, 4, 5, 6)``."""

@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 
-from node.config import load_card
+from node.card import load_card
 from node.server.app import build_node_app
 from tests.cli.clisupport import CARDS, CLI, DATA_CARD, cli
 

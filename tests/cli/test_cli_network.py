@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from node.config import load_card
+from node.card import load_card
 from node.registry import RegistrySettings
 from node.registry.app import build_registry_app
 from node.server.app import build_node_app

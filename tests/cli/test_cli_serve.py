@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from node.config import load_card
+from node.card import load_card
 from node.registry import RegistrySettings
 from node.registry.app import build_registry_app
 from node.server.app import build_node_app

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from node.config import load_card, parse_card
+from node.card import load_card, parse_card
 from node.registry import RegistrySettings
 from node.registry.app import build_registry_app
 from node.server.app import build_node_app

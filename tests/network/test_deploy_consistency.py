@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from node.config import load_card
+from node.card import load_card
 from node.network.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -39,8 +39,8 @@ from netsupport import (
 
 from node.cli import main
 from node.client import NodeClient, apply_event, artifacts_of, skill_message, status_text
-from node.extensions import HOP
 from node.network.children import Child
+from node.protocol import HOP
 
 pytestmark = [pytest.mark.network, pytest.mark.asyncio(loop_scope="module")]
 

@@ -41,7 +41,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from node.extensions import HOP, SKILL_SCHEMAS
+from node.protocol import HOP, SKILL_SCHEMAS
 from node.registry import RegistrySettings, build_registry_app
 
 NUMBER = {"type": "number"}

@@ -6,8 +6,8 @@ from a2a.types import AgentCapabilities, AgentCard, AgentExtension
 from google.protobuf import json_format, struct_pb2
 
 from node.errors import PeerError
-from node.extensions import HOP
 from node.peers.cards import CardFetcher, agent_id, card_url, skill_schemas
+from node.protocol import HOP
 from tests.peers.peers_support import SCHEMAS, PeerFactory, peer_card
 from tests.servers import free_socket, url_of
 

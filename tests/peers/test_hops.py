@@ -5,8 +5,8 @@ import math
 import pytest
 
 from node.errors import ErrorKind, ToolError
-from node.extensions import HOP
 from node.peers.hops import HopState, check_hop, forward_metadata, read_hop, remaining
+from node.protocol import HOP
 
 NOW = 1_000_000.0
 

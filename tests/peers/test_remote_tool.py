@@ -8,11 +8,11 @@ import pytest
 from a2a.types import AgentCard
 
 from node.errors import ErrorKind, PeerError, ToolError
-from node.extensions import HOP
 from node.peers.breaker import CircuitBreaker
 from node.peers.cards import CardFetcher
 from node.peers.peer_client import PeerClient
 from node.peers.remote_tool import DEFAULT_PARAMETERS, RemoteSkillTool, tool_name
+from node.protocol import HOP
 from node.tooling.context import ToolContext
 from tests.peers.peers_support import (
     Flaky,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 
-from node.config import parse_card
+from node.card import parse_card
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
 

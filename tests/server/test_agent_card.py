@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from a2a.client import A2ACardResolver
 
-from node import extensions
+from node import protocol
 
 CARD_PATH = "/.well-known/agent-card.json"
 
@@ -23,7 +23,7 @@ async def test_card_lists_interfaces_and_one_skill_per_public_tool(node_url, htt
 
 async def test_card_publishes_each_skills_input_schema_through_an_extension(node_url, http):
     body = (await http.get(node_url + CARD_PATH)).json()
-    (ext,) = [e for e in body["capabilities"]["extensions"] if e["uri"] == extensions.SKILL_SCHEMAS]
+    (ext,) = [e for e in body["capabilities"]["extensions"] if e["uri"] == protocol.SKILL_SCHEMAS]
     assert ext["params"]["agent_id"] == "test-node"
     schema = ext["params"]["schemas"]["calculate"]
     assert schema["type"] == "object" and schema["required"] == ["expression"]
@@ -39,7 +39,7 @@ async def test_card_is_cacheable_with_etag_and_last_modified(node_url, http):
 
 
 async def test_public_url_is_what_the_card_advertises(tmp_path):
-    from node.config import parse_card
+    from node.card import parse_card
     from node.server.app import build_node_app
 
     card = parse_card({"id": "p", "name": "P", "description": "d", "tools": ["calculate"]}, env={})

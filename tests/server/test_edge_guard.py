@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from node.config import parse_card
-from node.extensions import HOP
+from node.card import parse_card
+from node.protocol import HOP
 from node.server.app import build_node_app
 from tests.server.conftest import A2A_HEADERS, card_data
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node.config import parse_card
+from node.card import parse_card
 from node.server.app import build_node_app
 from tests.server.conftest import A2A_HEADERS, card_data
 from tests.server.test_edge_guard import STORES, fresh_schema

@@ -27,8 +27,8 @@ from a2a.types import (
     TaskState,
 )
 
+from node.card import parse_card
 from node.client import artifacts_of, skill_message, text_message
-from node.config import parse_card
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
 from tests.server.conftest import card_data, make_client

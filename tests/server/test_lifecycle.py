@@ -18,8 +18,8 @@ from a2a.types import (
     TaskState,
 )
 
+from node.card import parse_card
 from node.client import artifacts_of, skill_message, status_text, text_message
-from node.config import parse_card
 from node.server.app import build_node_app
 from node.tooling import Tool
 from tests.server.conftest import make_client

@@ -9,8 +9,8 @@ from starlette.applications import Starlette
 from starlette.responses import HTMLResponse, PlainTextResponse
 from starlette.routing import Route
 
+from node.card import load_card, parse_card
 from node.client import NodeClient, artifacts_of, skill_message, status_text
-from node.config import load_card, parse_card
 from node.peers.settings import StaticPeer
 from node.server.app import build_node_app
 

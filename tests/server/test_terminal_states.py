@@ -17,7 +17,7 @@ import httpx
 import pytest
 from a2a.types import TaskState
 
-from node.config import parse_card
+from node.card import parse_card
 from node.server.app import build_node_app
 from tests.server.conftest import TEST_TOOLS, card_data
 from tests.store.conftest import PG_URL, pg_table_url

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from a2a.utils.task import ListTasksCursor, encode_list_tasks_cursor, encode_page_token
 
-from node.config import parse_card
+from node.card import parse_card
 from node.server.app import build_node_app
 
 A2A = {"A2A-Version": "1.0"}

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from a2a.types import Message, Part, Role, Task, TaskState, TaskStatus
 
-from node.config import parse_card
+from node.card import parse_card
 from node.server.app import build_node_app
 from node.store.postgres import PostgresTaskStore
 from node.tooling import ToolContext, tool

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from a2a.types import Task, TaskState
 
+from node.card import parse_card
 from node.client import NodeClient, artifacts_of, status_text
-from node.config import parse_card
 from node.server.app import build_node_app
 from node.tooling.isolation import close_default_pool, default_pool
 from tests.servers import free_socket, running

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.card import SkillSpec
-from node.config import NodeCard, ToolRef
+from node.card import NodeCard, ToolRef
 from node.errors import ConfigError
 from node.pipeline import pipeline_tool
+from node.server.agent_card import SkillSpec
 from node.tooling import Tool, ToolRegistry
 from node.tooling.declared import declared_tool
 from node.tooling.guards.paths import Workspace
