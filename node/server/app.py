@@ -2,20 +2,18 @@
 
     build_node_app(card) -> Starlette
 
-Nothing happens at import time; the app's lifespan owns the outbound ``httpx.AsyncClient``, opens
-the task store (failing tasks a previous process left working), starts peer discovery and
-registry heartbeats, and closes everything on shutdown.
+Nothing happens at import time; the app's lifespan opens a :class:`~node.server.runtime.NodeRuntime`
+(the outbound ``httpx.AsyncClient``, the task store, peer discovery, registry heartbeats) on an
+``AsyncExitStack`` that closes everything on shutdown.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.types import AgentCard
 from starlette.applications import Starlette
@@ -28,53 +26,36 @@ from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
 from node.executor import ExecutorSettings, NodeExecutor
-from node.peers.directory import PeerDirectory
-from node.peers.registration import RegistryLink
-from node.peers.settings import read_token
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
 from node.server.http_guards import BodyGuard
 from node.server.request_handler import NodeRequestHandler
-from node.store.factory import close_task_store, open_task_store
-from node.store.recovery import fail_interrupted
+from node.server.runtime import NodeRuntime
+from node.store.factory import open_task_store
 from node.tooling import Tool
-
-log = logging.getLogger(__name__)
-OUTBOUND_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 
 @dataclass(slots=True)
 class NodeState:
-    """Live parts of a running node, reachable from ``app.state.node`` (tests, CLI)."""
+    """A node's app and, once its lifespan has started, its runtime: ``app.state.node``."""
 
     card: NodeCard
     public_url: str
     data_dir: Path
     tools: NodeTools
-    ready: bool = False
-    recovered: int = 0
-    peers: PeerDirectory | None = None
+    runtime: NodeRuntime | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.runtime is not None and self.runtime.ready
 
 
 def default_public_url(card: NodeCard) -> str:
     host = card.server.host
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{card.server.port}"
-
-
-def _registry_link(http: httpx.AsyncClient, card: NodeCard, public_url: str) -> RegistryLink | None:
-    registry = card.peers.registry
-    if registry is None:
-        return None
-    return RegistryLink(
-        http,
-        registry.url,
-        lambda: read_token(registry.token_env),
-        f"{public_url}/.well-known/agent-card.json",
-        registry.heartbeat_s,
-    )
 
 
 def build_node_app(
@@ -140,41 +121,46 @@ def build_node_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
-        async with httpx.AsyncClient(timeout=OUTBOUND_TIMEOUT, follow_redirects=False) as http:
-            services["http"] = http
-            initialize = getattr(task_store, "initialize", None)
-            if initialize is not None:
-                await initialize()
-            if card.server.recover_interrupted:
-                state.recovered = await fail_interrupted(task_store)
-            if state.recovered:
-                log.warning("marked %d interrupted task(s) failed: node restarted", state.recovered)
-            state.peers = PeerDirectory.from_settings(
-                http, card.peers, self_id=card.id, tool_registry=node_tools.registry
+        async with contextlib.AsyncExitStack() as stack:
+            runtime = await NodeRuntime.open(
+                stack, card, public_url, task_store, node_tools.registry
             )
-            link = _registry_link(http, card, public_url)
-            state.peers.start()
-            if link is not None:
-                link.start()
-            state.ready = True
+            stack.push_async_callback(handler.aclose)  # running tasks end before what they use
+            services["http"] = runtime.http
+            state.runtime = runtime
+            runtime.ready = True
             try:
                 yield {}
             finally:
-                state.ready = False
-                if link is not None:
-                    await link.aclose()
-                await state.peers.aclose()
-                await handler.aclose()
-                await close_task_store(task_store)
+                runtime.ready = False
 
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "agent_id": card.id})
 
     async def readyz(_: Request) -> JSONResponse:
+        ready = state.ready
         return JSONResponse(
-            {"ready": state.ready, "agent_id": card.id}, status_code=200 if state.ready else 503
+            {"ready": ready, "agent_id": card.id}, status_code=200 if ready else 503
         )
 
+    app = Starlette(
+        routes=[
+            agent_card_route(current_card(), card_now, card.server.card_cache_s),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            *create_jsonrpc_routes(handler, rpc_url="/"),
+            Mount(REST_PREFIX, app=Router(create_rest_routes(handler), redirect_slashes=False)),
+        ],
+        middleware=_middleware(card),
+        lifespan=lifespan,
+    )
+    app.router.redirect_slashes = False  # an unknown path is 404, not a redirect
+    app.state.node = state
+    return app
+
+
+def _middleware(card: NodeCard) -> list[Middleware]:
+    """Body size limit, then authentication (when on), then the JSON edge guard."""
     middleware = [Middleware(RequestBodyLimitMiddleware, max_body_size=card.limits.max_body_bytes)]
     if card.auth.enabled:
         middleware.append(
@@ -185,17 +171,4 @@ def build_node_app(
             )
         )
     middleware.append(Middleware(BodyGuard, rpc_path="/", rest_prefix=REST_PREFIX))
-    app = Starlette(
-        routes=[
-            agent_card_route(current_card(), card_now, card.server.card_cache_s),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            *create_jsonrpc_routes(handler, rpc_url="/"),
-            Mount(REST_PREFIX, app=Router(create_rest_routes(handler), redirect_slashes=False)),
-        ],
-        middleware=middleware,
-        lifespan=lifespan,
-    )
-    app.router.redirect_slashes = False  # an unknown path is 404, not a redirect
-    app.state.node = state
-    return app
+    return middleware

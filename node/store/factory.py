@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import parse_qsl, urlencode
 
-from a2a.server.tasks import TaskStore
-
 from node.errors import ConfigError
+from node.store.lifecycle import NodeTaskStore
 from node.store.memory import MemoryTaskStore
 from node.store.sqlite import SqliteTaskStore, Synchronous
 
@@ -30,7 +29,7 @@ ACCEPTED = (
 )
 
 
-def open_task_store(url_or_kind: str, data_dir: Path) -> TaskStore:
+def open_task_store(url_or_kind: str, data_dir: Path) -> NodeTaskStore:
     """The store ``url_or_kind`` names; it connects on ``await store.initialize()`` or first use."""
     spec = url_or_kind.strip()
     scheme, _, rest = spec.partition("://")
@@ -62,10 +61,3 @@ def open_task_store(url_or_kind: str, data_dir: Path) -> TaskStore:
         return PostgresTaskStore(dsn, table=tables[-1])
     shown = f"{scheme}://…" if "@" in spec else spec  # never echo a password
     raise ConfigError(f"unknown task store {shown!r}; expected one of {ACCEPTED}")
-
-
-async def close_task_store(store: TaskStore) -> None:
-    """Close ``store`` if it holds a connection (the in-memory store does not)."""
-    close = getattr(store, "close", None)
-    if close is not None:
-        await close()

@@ -19,6 +19,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 
 from node.store.ids import check_id, check_owner
+from node.store.lifecycle import NodeTaskStore
 from node.store.sends import creating_message_id
 from node.store.sql import check_list_params, parse_token
 from node.store.terminal import TerminalTaskError, refuses
@@ -26,7 +27,7 @@ from node.store.terminal import TerminalTaskError, refuses
 MAX_SENDS = 100_000
 
 
-class MemoryTaskStore(InMemoryTaskStore):
+class MemoryTaskStore(InMemoryTaskStore, NodeTaskStore):
     """In-memory task store (lost on restart) with id checks, final terminal states and sends."""
 
     def __init__(
@@ -38,6 +39,12 @@ class MemoryTaskStore(InMemoryTaskStore):
         # (owner, message id) -> (task id, created ns), oldest first
         self._sends: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._write_lock = asyncio.Lock()
+
+    async def initialize(self) -> None:
+        """Nothing to open: the tasks live in this process."""
+
+    async def close(self) -> None:
+        """Nothing to release (the tasks stay until the process ends)."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Insert or replace ``task``; ``TerminalTaskError`` if its stored copy is terminal."""

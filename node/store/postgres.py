@@ -33,13 +33,13 @@ from typing import Any
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
-from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import StoreError
 from node.store.ids import check_id, check_owner
+from node.store.lifecycle import NodeTaskStore
 from node.store.recovery import DEFAULT_REASON, failed_task
 from node.store.sql import (
     LIVE_STATES,
@@ -64,7 +64,7 @@ LOCK_WAIT_S = 30.0
 """How long opening waits for a recovering replica's exclusive lock."""
 
 
-class PostgresTaskStore(TaskStore):
+class PostgresTaskStore(NodeTaskStore):
     """A2A task store in a PostgreSQL table (created on first use)."""
 
     def __init__(

@@ -53,13 +53,13 @@ from typing import Any, Literal, TypeVar
 
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
-from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import ConfigError, StoreError
 from node.store.ids import check_id, check_owner
+from node.store.lifecycle import NodeTaskStore
 from node.store.recovery import DEFAULT_REASON, failed_task
 from node.store.sql import (
     LIVE_STATES,
@@ -82,7 +82,7 @@ T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
 
 
-class SqliteTaskStore(TaskStore):
+class SqliteTaskStore(NodeTaskStore):
     """A2A task store in one SQLite file, created with its directory on first use.
 
     ``lock_timeout`` is how long opening waits for another process to release the file;

@@ -57,7 +57,7 @@ async def replica(store_url: str, data_dir: Path) -> AsyncIterator[tuple[httpx.A
         running(app, sock) as url,
         httpx.AsyncClient(base_url=url, headers=A2A, timeout=15) as client,
     ):
-        yield client, app.state.node
+        yield client, app.state.node.runtime
 
 
 async def rpc(client: httpx.AsyncClient, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""open_task_store / close_task_store and the store-agnostic fail_interrupted."""
+"""open_task_store, the stores' initialize/close and the store-agnostic fail_interrupted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 
 from node.errors import ConfigError
-from node.store import SqliteTaskStore, close_task_store, fail_interrupted, open_task_store
+from node.store import NodeTaskStore, SqliteTaskStore, fail_interrupted, open_task_store
 from node.store.postgres import PostgresTaskStore
 from tests.store.conftest import caller
 
@@ -63,11 +63,21 @@ def test_password_is_not_echoed(tmp_path: Path) -> None:
     assert "postgresql://" in str(info.value)
 
 
-async def test_close_task_store(tmp_path: Path) -> None:
-    await close_task_store(open_task_store("memory", tmp_path))
+@pytest.mark.parametrize("spec", ["memory", "sqlite", "postgresql://u:p@127.0.0.1:1/db"])
+def test_every_store_has_the_node_lifecycle(spec: str, tmp_path: Path) -> None:
+    assert isinstance(open_task_store(spec, tmp_path), NodeTaskStore)
+
+
+async def test_memory_store_opens_and_closes(tmp_path: Path) -> None:
+    store = open_task_store("memory", tmp_path)
+    await store.initialize()
+    await store.close()
+
+
+async def test_sqlite_store_closes_its_connections(tmp_path: Path) -> None:
     store = open_task_store("sqlite", tmp_path)
     await store.save(Task(id="t", context_id="c"), caller(""))
-    await close_task_store(store)
+    await store.close()
     assert isinstance(store, SqliteTaskStore)
     assert store._reader is None
 
