@@ -1,4 +1,8 @@
-"""Shared fixtures: real uvicorn servers on 127.0.0.1, ephemeral ports, stopped by themselves."""
+"""Shared fixtures: apps in-process (``apps``), or real uvicorn servers on loopback (``serve``).
+
+Prefer ``apps``; ``serve`` is for what must be reached through a socket: a server called by a node's
+own HTTP client (peers, model endpoints, sites to fetch), or a response read while it streams.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,20 @@ import pytest
 from starlette.types import ASGIApp
 
 from node.server.serve import make_server
-from tests.servers import free_socket, wait_until_ready
+from tests.servers import InProcessApps, free_socket, wait_until_ready
 
 AppFactory = Callable[[str], ASGIApp]
 Serve = Callable[[AppFactory], Awaitable[str]]
+
+
+@pytest.fixture
+async def apps() -> AsyncIterator[InProcessApps]:
+    """``url = await apps.start(lambda url: app)``; ``apps.client()`` reaches it in-process."""
+    started = InProcessApps()
+    try:
+        yield started
+    finally:
+        await started.aclose()
 
 
 @pytest.fixture

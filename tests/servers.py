@@ -1,15 +1,25 @@
-"""Run ASGI apps for tests: real uvicorn servers on 127.0.0.1 ephemeral ports."""
+"""Run ASGI apps for tests: in-process behind an httpx transport, or real uvicorn servers.
+
+In-process (:class:`InProcessApps`) is the default for one node's HTTP surface: the app runs with
+its real lifespan and httpx talks to it through ``httpx.ASGITransport``, with no socket. That
+transport buffers each response whole, so a test that needs a live stream (reading events while
+the node still works, or cancelling mid-stream), a subprocess, or a node calling another node
+through its own HTTP client uses a real server (:func:`running`) on a loopback port.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import httpx
 import uvicorn
+from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 
@@ -66,3 +76,66 @@ async def wait_until_ready(url: str, path: str = "/healthz", timeout: float = 10
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{url}{path} not ready after {timeout}s")
             await asyncio.sleep(0.02)
+
+
+class AppRouter(httpx.AsyncBaseTransport):
+    """Send each request to the in-process app mounted at its origin, else over the network.
+
+    The client's read timeout bounds each in-process request as a whole (``ASGITransport`` has
+    none of its own), so a hung handler fails the test instead of hanging it.
+    """
+
+    def __init__(self, apps: Mapping[str, httpx.ASGITransport]) -> None:
+        self.apps = apps
+        self.network = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        app = self.apps.get(f"{request.url.scheme}://{request.url.netloc.decode()}")
+        if app is None:
+            return await self.network.handle_async_request(request)
+        timeout = request.extensions.get("timeout", {}).get("read")
+        return await asyncio.wait_for(app.handle_async_request(request), timeout)
+
+    async def aclose(self) -> None:
+        await self.network.aclose()
+
+
+class InProcessApps:
+    """ASGI apps running in this process with their lifespans, each at its own made-up origin.
+
+    ``url = await apps.start(lambda url: app)`` starts one until ``aclose`` (which ends the
+    lifespans, last started first); ``async with apps.serving(...) as url`` runs one for a block.
+    ``apps.client()`` is an httpx client reaching every app running here (and anything else over
+    the network).
+    """
+
+    def __init__(self) -> None:
+        self._apps: dict[str, httpx.ASGITransport] = {}
+        self._stack = contextlib.AsyncExitStack()
+        self._names = itertools.count(1)
+
+    async def start(self, factory: Callable[[str], Starlette], name: str = "app") -> str:
+        """Start the app ``factory(url)`` until :meth:`aclose`; its URL."""
+        return await self._stack.enter_async_context(self.serving(factory, name))
+
+    @contextlib.asynccontextmanager
+    async def serving(
+        self, factory: Callable[[str], Starlette], name: str = "app"
+    ) -> AsyncIterator[str]:
+        """Run the app ``factory(url)`` until the block ends (its lifespan closes); its URL."""
+        url = f"http://{name}-{next(self._names)}.test"
+        app = factory(url)
+        async with app.router.lifespan_context(app):
+            self._apps[url] = httpx.ASGITransport(app=app)
+            try:
+                yield url
+            finally:
+                del self._apps[url]
+
+    def client(self, **kwargs: Any) -> httpx.AsyncClient:
+        """A new client for these apps; close it (``async with``) when done."""
+        kwargs.setdefault("timeout", 15.0)
+        return httpx.AsyncClient(transport=AppRouter(self._apps), **kwargs)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()

@@ -1,4 +1,9 @@
-"""A real node on a free loopback port, built from a card written in the test, with test tools."""
+"""A node built from a card written in the test, with test tools, in-process with its lifespan.
+
+``start_node`` returns the node's URL (``http://<id>-<n>.test``) and the ``http`` client reaches it
+through ``httpx.ASGITransport``; pass that client on (``make_client(http, url)``,
+``NodeClient.connect(url, http=http)``). Tests that need a socket use ``serve`` instead.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from node.card import parse_card
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
+from tests.servers import InProcessApps
 
 A2A_HEADERS = {"A2A-Version": "1.0"}
 
@@ -60,23 +66,23 @@ NodeFactory = Callable[..., Any]
 
 
 @pytest.fixture
-async def start_node(serve: Any, tmp_path: Path) -> NodeFactory:
-    """``url = await start_node(store="sqlite", **card_overrides)``."""
+async def start_node(apps: InProcessApps, tmp_path: Path) -> NodeFactory:
+    """``url = await start_node(store="sqlite", **card_overrides)``: a node in-process."""
 
     async def start(
         store: str = "sqlite", env: dict[str, str] | None = None, **overrides: Any
     ) -> str:
         card = parse_card(card_data(**overrides), env=env or {})
-        url: str = await serve(
+        return await apps.start(
             lambda public_url: build_node_app(
                 card,
                 public_url=public_url,
                 data_dir=tmp_path / card.id,
                 store=store,
                 tools=TEST_TOOLS,
-            )
+            ),
+            name=card.id,
         )
-        return url
 
     return start
 
@@ -88,8 +94,9 @@ async def node_url(start_node: NodeFactory) -> str:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=10.0) as client:
+async def http(apps: InProcessApps) -> AsyncIterator[httpx.AsyncClient]:
+    """A client reaching the nodes started in this test (and the network for anything else)."""
+    async with apps.client(timeout=10.0) as client:
         yield client
 
 

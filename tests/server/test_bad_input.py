@@ -189,19 +189,29 @@ async def test_card_publishes_security_schemes_and_no_secrets(start_node, http):
     assert "alice-token-123" not in text and "bob-api-key-456" not in text
 
 
-async def test_tasks_are_scoped_to_their_principal_and_capabilities_apply(start_node):
+async def test_tasks_are_scoped_to_their_principal_and_capabilities_apply(start_node, apps):
     url = await start_node(auth=AUTH, env=AUTH_ENV)
-    async with NodeClient.connect(url, token="alice-token-123", streaming=False) as alice:
+    # one http client per caller: connect() sets the caller's credentials on it
+    async with (
+        apps.client() as http,
+        NodeClient.connect(url, token="alice-token-123", streaming=False, http=http) as alice,
+    ):
         task = await alice.call("admin_only")
         assert task.status.state == TaskState.TASK_STATE_COMPLETED
         mine = await alice.get(task.id)
         assert mine.id == task.id
-    async with NodeClient.connect(url, api_key="bob-api-key-456", streaming=False) as bob:
+    async with (
+        apps.client() as http,
+        NodeClient.connect(url, api_key="bob-api-key-456", streaming=False, http=http) as bob,
+    ):
         with pytest.raises(TaskNotFoundError):
             await bob.get(task.id)
         refused = await bob.call("admin_only")
         assert refused.status.state == TaskState.TASK_STATE_REJECTED
         assert "missing capability: admin" in status_text(refused)
     with pytest.raises(A2AClientError):
-        async with NodeClient.connect(url, token="wrong-token-000", streaming=False) as nobody:
+        async with (
+            apps.client() as http,
+            NodeClient.connect(url, token="wrong-token-000", streaming=False, http=http) as nobody,
+        ):
             await nobody.send(text_message("hi"))

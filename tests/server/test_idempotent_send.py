@@ -1,7 +1,7 @@
 """A send retried with the same messageId returns the first task and never runs the tools twice.
 
-Real nodes (uvicorn on loopback) on the in-memory store, SQLite and PostgreSQL (a fresh table),
-through the a2a-sdk client over JSON-RPC and HTTP+JSON. ``counted`` records every run.
+Nodes in-process (with their lifespans) on the in-memory store, SQLite and PostgreSQL (a fresh
+table), through the a2a-sdk client over JSON-RPC and HTTP+JSON. ``counted`` records every run.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from node.client import artifacts_of, skill_message, text_message
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
 from tests.server.conftest import card_data, make_client
-from tests.servers import free_socket, running
+from tests.servers import InProcessApps
 from tests.store.conftest import PG_URL, pg_table_url
 
 S = TaskState
@@ -68,21 +68,21 @@ async def store_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def node(store: str, data_dir: Path) -> AsyncIterator[str]:
-    """A node serving until the block ends."""
+async def node(apps: InProcessApps, store: str, data_dir: Path) -> AsyncIterator[str]:
+    """A node serving until the block ends (its lifespan closes then)."""
     card = parse_card(card_data(), env={})
-    sock = free_socket()
-    public_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = build_node_app(
-        card, public_url=public_url, data_dir=data_dir, store=store, tools=[counted]
-    )
-    async with running(app, sock) as url:
+    async with apps.serving(
+        lambda public_url: build_node_app(
+            card, public_url=public_url, data_dir=data_dir, store=store, tools=[counted]
+        ),
+        name=card.id,
+    ) as url:
         yield url
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=15) as client:
+async def http(apps: InProcessApps) -> AsyncIterator[httpx.AsyncClient]:
+    async with apps.client(timeout=15) as client:
         yield client
 
 
@@ -106,11 +106,11 @@ async def count_tasks(client: Client) -> int:
 
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_retried_send_returns_the_first_task_and_runs_once(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient, binding: str
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient, binding: str
 ) -> None:
     label = uuid.uuid4().hex
     message = counting(label)
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         client = await make_client(http, url, binding=binding)
         first = await send(client, message)
         assert first.status.state == S.TASK_STATE_COMPLETED
@@ -123,11 +123,11 @@ async def test_a_retried_send_returns_the_first_task_and_runs_once(
 
 
 async def test_concurrent_identical_sends_make_one_task(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
     label = uuid.uuid4().hex
     message = counting(label, seconds=0.3)
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         client = await make_client(http, url)
         tasks = await asyncio.gather(*(send(client, message) for _ in range(3)))
         assert {t.id for t in tasks} == {tasks[0].id}
@@ -137,11 +137,11 @@ async def test_concurrent_identical_sends_make_one_task(
 
 
 async def test_a_blocking_retry_of_a_running_send_waits_for_its_result(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
     label = uuid.uuid4().hex
     message = counting(label, seconds=0.4)
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         client = await make_client(http, url)
         started = await send(client, message, return_immediately=True)
         assert started.status.state in (S.TASK_STATE_SUBMITTED, S.TASK_STATE_WORKING)
@@ -154,11 +154,11 @@ async def test_a_blocking_retry_of_a_running_send_waits_for_its_result(
 
 @pytest.mark.parametrize("binding", BINDINGS)
 async def test_a_streaming_retry_gets_the_current_task_then_live_events(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient, binding: str
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient, binding: str
 ) -> None:
     label = uuid.uuid4().hex
     message = counting(label, seconds=0.5)
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         blocking = await make_client(http, url, binding=binding)
         started = await send(blocking, message, return_immediately=True)
         streaming = await make_client(http, url, binding=binding, streaming=True)
@@ -182,13 +182,13 @@ async def test_a_streaming_retry_gets_the_current_task_then_live_events(
 
 
 async def test_a_retry_after_a_restart_returns_the_first_task(
-    tmp_path: Path, http: httpx.AsyncClient
+    apps: InProcessApps, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
     label = uuid.uuid4().hex
     message = counting(label)
-    async with node("sqlite", tmp_path / "node") as url:
+    async with node(apps, "sqlite", tmp_path / "node") as url:
         first = await send(await make_client(http, url), message)
-    async with node("sqlite", tmp_path / "node") as url:  # the same data dir, a new process
+    async with node(apps, "sqlite", tmp_path / "node") as url:  # the same data dir, a new app
         client = await make_client(http, url)
         retried = await send(client, message)
         assert retried.id == first.id
@@ -198,9 +198,9 @@ async def test_a_retry_after_a_restart_returns_the_first_task(
 
 
 async def test_a_repeated_follow_up_returns_the_task_instead_of_running_again(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         client = await make_client(http, url)
         waiting = await send(client, skill_message("calculate", {}))
         assert waiting.status.state == S.TASK_STATE_INPUT_REQUIRED
@@ -215,10 +215,10 @@ async def test_a_repeated_follow_up_returns_the_task_instead_of_running_again(
 
 
 async def test_a_message_id_reused_for_other_content_is_invalid_params(
-    store_url: str, tmp_path: Path, http: httpx.AsyncClient
+    apps: InProcessApps, store_url: str, tmp_path: Path, http: httpx.AsyncClient
 ) -> None:
     first = counting(uuid.uuid4().hex)
-    async with node(store_url, tmp_path / "node") as url:
+    async with node(apps, store_url, tmp_path / "node") as url:
         client = await make_client(http, url)
         await send(client, first)
         response = await http.post(

@@ -6,7 +6,6 @@ import asyncio
 import time
 from typing import ClassVar
 
-import httpx
 import pytest
 from a2a.types import (
     CancelTaskRequest,
@@ -202,10 +201,9 @@ async def test_large_outputs_are_stored_whole_as_an_artifact(start_node, http):
     assert "truncated" in found["json_query"][0]
 
 
-async def test_healthz_and_readyz(node_url):
-    async with httpx.AsyncClient() as client:
-        assert (await client.get(f"{node_url}/healthz")).json()["status"] == "ok"
-        assert (await client.get(f"{node_url}/readyz")).json()["ready"] is True
+async def test_healthz_and_readyz(node_url, http):
+    assert (await http.get(f"{node_url}/healthz")).json()["status"] == "ok"
+    assert (await http.get(f"{node_url}/readyz")).json()["ready"] is True
 
 
 class BrokenPolicy(Tool):
@@ -228,11 +226,11 @@ class BrokenPolicy(Tool):
 
 
 async def test_an_internal_bug_fails_the_task_with_an_error_id_and_logs_the_traceback(
-    serve, http, tmp_path, caplog
+    apps, http, tmp_path, caplog
 ):
     card = parse_card({"id": "buggy", "name": "Buggy", "description": "d"}, env={})
     broken = BrokenPolicy()
-    url = await serve(
+    url = await apps.start(
         lambda u: build_node_app(
             card, public_url=u, data_dir=tmp_path, store="memory", tools=[broken]
         )

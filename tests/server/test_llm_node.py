@@ -1,6 +1,7 @@
 """A node with a model endpoint: free text goes through the LLM loop and the node's tools.
 
-The model is a scripted server on 127.0.0.1 that speaks the OpenAI chat-completions wire format.
+The node runs in-process; the model is a scripted server on 127.0.0.1 (the node reaches it with its
+own HTTP client) that speaks the OpenAI chat-completions wire format.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def scripted_model(replies: list[dict[str, Any]], seen: list[Any]) -> Starlette:
     )
 
 
-async def test_free_text_runs_the_model_loop_with_the_nodes_tools(serve, start_node):
+async def test_free_text_runs_the_model_loop_with_the_nodes_tools(serve, start_node, http):
     call = {
         "id": "call_1",
         "type": "function",
@@ -53,7 +54,7 @@ async def test_free_text_runs_the_model_loop_with_the_nodes_tools(serve, start_n
     seen: list[Any] = []
     model = await serve(lambda _: scripted_model(replies, seen))
     url = await start_node(planner={"provider": "openai", "base_url": f"{model}/v1", "model": "m"})
-    async with NodeClient.connect(url, streaming=False) as client:
+    async with NodeClient.connect(url, streaming=False, http=http) as client:
         task = await client.send(text_message("What is 6 times 7?"))
         assert task.status.state == TaskState.TASK_STATE_COMPLETED, status_text(task)
         found = artifacts_of(task)
@@ -71,11 +72,11 @@ async def test_free_text_runs_the_model_loop_with_the_nodes_tools(serve, start_n
     assert len(seen) == 2
 
 
-async def test_an_unreachable_model_fails_the_task_with_a_clear_reason(start_node):
+async def test_an_unreachable_model_fails_the_task_with_a_clear_reason(start_node, http):
     url = await start_node(
         planner={"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
     )
-    async with NodeClient.connect(url, streaming=False) as client:
+    async with NodeClient.connect(url, streaming=False, http=http) as client:
         task = await client.send(text_message("hello"))
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "127.0.0.1:9" in status_text(task) or "model" in status_text(task).lower()

@@ -1,4 +1,9 @@
-"""Several nodes in one process: peers' skills as tools, pipelines across nodes, hop guard."""
+"""Several nodes in one process: peers' skills as tools, pipelines across nodes, hop guard.
+
+A node calls its peers (and fetches pages) with its own HTTP client, so nodes that call others, and
+what they call, are real servers on loopback (``serve``); a node on its own runs in-process
+(``apps``).
+"""
 
 from __future__ import annotations
 
@@ -20,11 +25,12 @@ PAGE = """<html><head><title>Otters</title></head><body>
 <p>Otters hold hands while sleeping. Sea otters live in kelp forests.</p></body></html>"""
 
 
-async def start_card(serve, tmp_path, path: Path, **changes) -> str:
+async def start_card(start, tmp_path, path: Path, **changes) -> str:
+    """Start the card at ``path`` with ``start``: ``serve`` (a socket) or ``apps.start``."""
     card = load_card(path)
     for key, value in changes.items():
         card = card.model_copy(update={key: value})
-    return await serve(
+    return await start(
         lambda url: build_node_app(
             card, public_url=url, data_dir=tmp_path / card.id, store="memory"
         )
@@ -63,10 +69,10 @@ async def test_a_pipeline_crosses_three_nodes(serve, tmp_path):
     assert "otters" in report["summary"].lower()
 
 
-async def test_a_message_that_already_passed_through_a_node_is_rejected(serve, tmp_path):
-    url = await start_card(serve, tmp_path, CARDS / "data.yaml")
+async def test_a_message_that_already_passed_through_a_node_is_rejected(apps, http, tmp_path):
+    url = await start_card(apps.start, tmp_path, CARDS / "data.yaml")
     hop = {"urn:a2a-node:ext:hop:v1": {"chain": ["coordinator", "data"], "max_hops": 4}}
-    async with NodeClient.connect(url, streaming=False) as client:
+    async with NodeClient.connect(url, streaming=False, http=http) as client:
         task = await client.send(skill_message("calculate", {"expression": "1"}, metadata=hop))
         assert task.status.state == TaskState.TASK_STATE_REJECTED
         assert "coordinator" in status_text(task) and "data" in status_text(task)
@@ -81,7 +87,7 @@ async def test_a_message_that_already_passed_through_a_node_is_rejected(serve, t
         assert "deadline" in status_text(task)
 
 
-async def test_an_unreachable_peer_fails_the_pipeline_naming_it(serve, tmp_path):
+async def test_an_unreachable_peer_fails_the_pipeline_naming_it(apps, http, tmp_path):
     card = parse_card(
         {
             "id": "lonely",
@@ -107,10 +113,10 @@ async def test_an_unreachable_peer_fails_the_pipeline_naming_it(serve, tmp_path)
         },
         env={},
     )
-    url = await serve(
+    url = await apps.start(
         lambda u: build_node_app(card, public_url=u, data_dir=tmp_path / "l", store="memory")
     )
-    async with NodeClient.connect(url, streaming=False) as client:
+    async with NodeClient.connect(url, streaming=False, http=http) as client:
         task = await client.call("compute", {"expression": "1"})
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "data__calculate" in status_text(task)

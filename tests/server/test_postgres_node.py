@@ -15,9 +15,9 @@ PG_URL = os.environ.get("A2A_NODE_TEST_PG_URL", "")
 pytestmark = [pytest.mark.postgres]
 
 
-async def test_a_node_on_postgres_serves_tasks_with_long_ids(start_node):
+async def test_a_node_on_postgres_serves_tasks_with_long_ids(start_node, http):
     url = await start_node(store=PG_URL)
-    async with NodeClient.connect(url, streaming=False) as client:
+    async with NodeClient.connect(url, streaming=False, http=http) as client:
         message = skill_message("calculate", {"expression": "3 * 3"})
         message.context_id = "ctx-" + uuid.uuid4().hex * 2  # 68 characters
         task = await client.send(message)

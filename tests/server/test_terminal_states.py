@@ -1,7 +1,7 @@
 """Terminal states are final across replicas: two nodes (app instances) on one PostgreSQL table.
 
-Each replica is a real uvicorn server in this process with its own data directory; both use the
-same fresh table (``postgresql://…?table=…``), as replicas of one node behind a load balancer.
+Each replica is an app in this process (with its lifespan) and its own data directory; both use
+the same fresh table (``postgresql://…?table=…``), as replicas of one node behind a load balancer.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from a2a.types import TaskState
 from node.card import parse_card
 from node.server.app import build_node_app
 from tests.server.conftest import TEST_TOOLS, card_data
+from tests.servers import InProcessApps
 from tests.store.conftest import PG_URL, pg_table_url
 
 pytestmark = [
@@ -31,24 +32,25 @@ S = TaskState
 
 
 @pytest.fixture
-async def replicas(serve: Any, tmp_path: Path) -> AsyncIterator[list[httpx.AsyncClient]]:
+async def replicas(apps: InProcessApps, tmp_path: Path) -> AsyncIterator[list[httpx.AsyncClient]]:
     """Two replicas of one node on one PostgreSQL table, as raw A2A HTTP clients."""
     card = parse_card(card_data(), env={})
     async with pg_table_url() as (store_url, _):
         urls = []
         for name in ("a", "b"):
             urls.append(
-                await serve(
+                await apps.start(
                     lambda public_url, name=name: build_node_app(
                         card,
                         public_url=public_url,
                         data_dir=tmp_path / name,
                         store=store_url,
                         tools=TEST_TOOLS,
-                    )
+                    ),
+                    name=name,
                 )
             )
-        clients = [httpx.AsyncClient(base_url=u, headers=A2A, timeout=15) for u in urls]
+        clients = [apps.client(base_url=u, headers=A2A, timeout=15) for u in urls]
         try:
             yield clients
         finally:
