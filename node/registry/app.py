@@ -1,4 +1,11 @@
-"""Build the registry's Starlette app and serve it with uvicorn."""
+"""Build the registry's Starlette app and serve it with uvicorn.
+
+    build_registry_app(settings) -> Starlette
+
+As for a node (:mod:`node.server.runtime`), the lifespan opens a :class:`RegistryRuntime` (the
+card-fetching ``httpx.AsyncClient``, the agent store and its index, the eviction sweeper) on an
+``AsyncExitStack`` that closes it in reverse order.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,11 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from uuid import uuid4
 
 import httpx
-import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore
@@ -38,8 +45,38 @@ from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
 from node.server.http_guards import BodyGuard
+from node.server.serve import serve_app
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RegistryRuntime:
+    """The live objects of a started registry."""
+
+    http: httpx.AsyncClient  # fetches the cards agents register
+    sweeper: asyncio.Task[None]  # evicts silent agents
+
+    @classmethod
+    async def open(
+        cls,
+        stack: contextlib.AsyncExitStack,
+        registry: Registry,
+        store: AgentStore,
+        http: httpx.AsyncClient | None = None,
+    ) -> RegistryRuntime:
+        """Open the store, load the index and start sweeping; ``stack`` closes it all on exit.
+
+        ``http`` is used as given (its owner closes it); otherwise one is created and closed here.
+        """
+        if http is None:
+            http = await stack.enter_async_context(httpx.AsyncClient())
+        await store.open()
+        stack.push_async_callback(store.close)
+        await registry.load()
+        sweeper = asyncio.create_task(_sweep_forever(registry))
+        stack.push_async_callback(_cancel, sweeper)
+        return cls(http=http, sweeper=sweeper)
 
 
 def build_registry_app(
@@ -48,14 +85,20 @@ def build_registry_app(
     clock: Clock = time.time,
     http_client: httpx.AsyncClient | None = None,
 ) -> Starlette:
-    """The registry service as an ASGI app; its lifespan opens the store and loads the index.
+    """The registry service as an ASGI app; its lifespan opens a :class:`RegistryRuntime`.
 
     ``clock`` (seconds) drives heartbeats and TTLs; ``http_client`` (used to fetch cards) is
     created by the lifespan when not given. ``app.state.registry`` is the :class:`Registry`.
     """
     store = AgentStore(settings.db_url)
-    clients: list[httpx.AsyncClient] = [http_client] if http_client is not None else []
-    registry = Registry(settings, store, lambda: clients[0], clock)
+    runtime: RegistryRuntime | None = None
+
+    def http() -> httpx.AsyncClient:
+        if runtime is None:
+            raise RuntimeError("the registry is not running (its lifespan has not started)")
+        return runtime.http
+
+    registry = Registry(settings, store, http, clock)
     card = registry_card(settings)
     handler = DefaultRequestHandler(
         agent_executor=FindAgentsExecutor(registry), task_store=InMemoryTaskStore(), agent_card=card
@@ -63,17 +106,14 @@ def build_registry_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            if not clients:
-                clients.append(await stack.enter_async_context(httpx.AsyncClient()))
-                stack.callback(clients.clear)
-            await store.open()
-            stack.push_async_callback(store.close)
-            stack.push_async_callback(handler.aclose)
-            await registry.load()
-            sweeper = asyncio.create_task(_sweep_forever(registry))
-            stack.push_async_callback(_cancel, sweeper)
-            yield
+        nonlocal runtime
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                runtime = await RegistryRuntime.open(stack, registry, store, http_client)
+                stack.push_async_callback(handler.aclose)
+                yield
+        finally:
+            runtime = None
 
     app = Starlette(
         routes=[
@@ -104,15 +144,13 @@ def build_registry_app(
 async def serve_registry(
     settings: RegistrySettings,
     *,
-    sockets: Sequence[socket.socket] | None = None,
+    sock: socket.socket | None = None,
     clock: Clock = time.time,
+    log_level: str = "info",
 ) -> None:
     """Run the registry with uvicorn until it is told to stop (Ctrl-C or SIGTERM)."""
     app = build_registry_app(settings, clock=clock)
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, lifespan="on", access_log=False
-    )
-    await uvicorn.Server(config).serve(sockets=list(sockets) if sockets else None)
+    await serve_app(app, settings.host, settings.port, log_level=log_level, sock=sock)
 
 
 async def _sweep_forever(registry: Registry) -> None:
