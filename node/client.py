@@ -124,6 +124,11 @@ class NodeClient:
 
         The card's interfaces decide where requests go: a node built with
         ``build_node_app(card, public_url=...)`` advertises that URL.
+
+        ``http`` is an httpx client to use instead of a new one (``timeout`` then does not
+        apply): one shared with other calls, or one routed in-process to the node's ASGI app
+        (``httpx.ASGITransport``). It stays open, and ``token``/``api_key`` are set on its
+        headers, so give each caller its own.
         """
         headers = {}
         if token:
