@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.errors import InvalidArguments
-from node.tooling import Tool, ToolCall, ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Tool, ToolCall, ToolContext, ToolPolicy, ToolRegistry, ToolRunner
 
 
 class Reference(Tool):
@@ -28,7 +28,7 @@ class Reference(Tool):
 
     name = "reference"
     description = "A reference tool for benchmarks."
-    read_only = True
+    policy = ToolPolicy(read_only=True)
     parameters = {
         "type": "object",
         "properties": {

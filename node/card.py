@@ -10,6 +10,7 @@ and in :class:`pydantic.SecretStr` fields, never in the served card or in logs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -23,10 +24,10 @@ from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
 from node.planning.settings import PlannerSettings
-from node.tooling.tool import TOOL_NAME_PATTERN
+from node.protocol import AGENT_ID_PATTERN
+from node.tooling.tool import TOOL_NAME_PATTERN, ToolPolicy
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-AGENT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
 class _Model(BaseModel):
@@ -38,10 +39,12 @@ class Provider(_Model):
     url: str
 
 
-class ToolRef(_Model):
-    """Load a built-in or plugin tool by name, optionally overriding its policy."""
+_POLICY = ToolPolicy()  # the defaults of a tool's policy
 
-    name: str = Field(pattern=TOOL_NAME_PATTERN.pattern)
+
+class PolicyOverrides(_Model):
+    """Fields of a tool's :class:`ToolPolicy` a card overrides (unset: the tool's own)."""
+
     scope: Literal["public", "internal"] | None = None
     requires: list[str] | None = None
     timeout: float | None = Field(default=None, gt=0)
@@ -50,9 +53,27 @@ class ToolRef(_Model):
     tags: list[str] | None = None
     examples: list[str] | None = None
 
+    def apply(self, policy: ToolPolicy) -> ToolPolicy:
+        """``policy`` with every set field replaced (the same object when none is set)."""
+        changes = {
+            key: value
+            for key in PolicyOverrides.model_fields
+            if (value := getattr(self, key)) is not None
+        }
+        return dataclasses.replace(policy, **changes) if changes else policy
+
+
+class ToolRef(PolicyOverrides):
+    """Load a built-in or plugin tool by name, optionally overriding its policy."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN.pattern)
+
 
 class DeclaredTool(_Model):
-    """A schema-first tool declared in YAML, backed by an HTTP endpoint or a command line."""
+    """A schema-first tool declared in YAML, backed by an HTTP endpoint or a command line.
+
+    The policy fields are those of :class:`ToolPolicy`, with its defaults.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     name: str = Field(pattern=TOOL_NAME_PATTERN.pattern)
@@ -60,13 +81,13 @@ class DeclaredTool(_Model):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     http: dict[str, Any] | None = None
     command: list[str] | None = None
-    read_only: bool = False
-    exclusive: bool = False
-    scope: Literal["public", "internal"] = "public"
+    read_only: bool = _POLICY.read_only
+    exclusive: bool = _POLICY.exclusive
+    scope: Literal["public", "internal"] = _POLICY.scope
     requires: list[str] = Field(default_factory=list)
-    timeout: float = Field(default=30.0, gt=0)
-    max_output: int = Field(default=32_000, gt=0)
-    cost: float = Field(default=0.0, ge=0)
+    timeout: float = Field(default=_POLICY.timeout, gt=0)
+    max_output: int = Field(default=_POLICY.max_output, gt=0)
+    cost: float = Field(default=_POLICY.cost, ge=0)
     tags: list[str] = Field(default_factory=list)
     examples: list[str] = Field(default_factory=list)
 
@@ -140,7 +161,9 @@ class ServerSettings(_Model):
 class NodeCard(_Model):
     """One node: its public card, its tools and skills, and how it runs."""
 
-    id: str = Field(pattern=AGENT_ID_PATTERN, description="Stable agent id used in hop chains.")
+    id: str = Field(
+        pattern=AGENT_ID_PATTERN.pattern, description="Stable agent id used in hop chains."
+    )
     name: str = Field(min_length=1, max_length=128)
     description: str = Field(min_length=1)
     version: str = "1.0.0"

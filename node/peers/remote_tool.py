@@ -37,7 +37,7 @@ from node.peers.hops import HopState, check_hop, forward_metadata, read_hop
 from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
 from node.protocol import HOP
 from node.tooling.context import ToolContext
-from node.tooling.tool import Scope, Tool
+from node.tooling.tool import Scope, Tool, ToolPolicy
 
 __all__ = [
     "CTX_AGENT_ID",
@@ -97,10 +97,14 @@ class RemoteSkillTool(Tool):
         label = peer_name or card.name or peer.peer_id
         self.description = f"[{label}] {skill.description or skill.name or skill.id}"
         self.parameters = schema if schema is not None else DEFAULT_PARAMETERS
-        self.scope, self.read_only = scope, read_only
-        self.group = f"peer:{peer.peer_id}"
-        self.tags, self.examples = tuple(skill.tags), tuple(skill.examples)
-        self.timeout = call_timeout_s + CANCEL_GRACE_S  # the runner's limit leaves time to cancel
+        self.policy = ToolPolicy(
+            read_only=read_only,
+            scope=scope,
+            group=f"peer:{peer.peer_id}",
+            tags=tuple(skill.tags),
+            examples=tuple(skill.examples),
+            timeout=call_timeout_s + CANCEL_GRACE_S,  # the runner's limit leaves time to cancel
+        )
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         now = time.time()

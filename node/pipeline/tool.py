@@ -32,10 +32,10 @@ from node.errors import ConfigError, ErrorKind, PeerError, ToolError
 from node.pipeline.refs import resolve
 from node.pipeline.spec import PipelineSpec, StepSpec
 from node.tooling.context import ToolContext
-from node.tooling.registry import PreparedCall, ToolCatalog, ToolDefinition, not_found_message
+from node.tooling.registry import ToolCatalog, not_found_message
 from node.tooling.results import ToolCall, ToolEvent
 from node.tooling.runner import ToolRunner
-from node.tooling.tool import Tool
+from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = ["PEER_SEPARATOR", "PipelineTool", "ProgressCallback", "pipeline_tool"]
 
@@ -78,12 +78,16 @@ class PipelineTool(Tool):
         self.spec = spec
         self.name, self.description = spec.id, spec.description
         self.parameters = spec.input_schema
-        self.scope, self.timeout = spec.scope, spec.timeout
-        self.tags, self.examples = tuple(spec.tags), tuple(spec.examples)
-        self.read_only = all(t.read_only for t in local)
-        self.exclusive = any(t.exclusive for t in local)
-        self.requires = frozenset(spec.requires).union(*(t.requires for t in local))
-        self._catalog = _StepCatalog(registry)
+        self.policy = ToolPolicy(
+            read_only=all(t.read_only for t in local),
+            exclusive=any(t.exclusive for t in local),
+            requires=frozenset(spec.requires).union(*(t.requires for t in local)),
+            timeout=spec.timeout,
+            scope=spec.scope,
+            tags=tuple(spec.tags),
+            examples=tuple(spec.examples),
+        )
+        self._catalog = registry
         self._steps = tuple(_Step(s, s.template(), frozenset(s.dependencies())) for s in spec.steps)
         self._outputs = spec.output_steps()
 
@@ -120,7 +124,7 @@ class _Run:
         self.finished = 0
         progress = ctx.metadata.get("progress")
         self.progress: ProgressCallback | None = progress if callable(progress) else None
-        self.ctx = _step_context(ctx, tool.timeout)
+        self.ctx = _step_context(ctx, tool.policy.timeout)
         self.calls: dict[str, _Step] = {}
         self.full: dict[str, str] = {}  # call id → whole text of an output over its tool's bound
         self.runner = ToolRunner(tool._catalog, on_event=self._on_event, output_sink=self)
@@ -157,7 +161,7 @@ class _Run:
                 await self._report(step, str(exc))
                 self._settle(step, False, None, exc.kind, str(exc))
                 continue
-            call = ToolCall(step.spec.tool, _StepArguments(arguments, step.spec.timeout))
+            call = ToolCall(step.spec.tool, arguments, timeout=step.spec.timeout)
             self.calls[call.id] = step
             calls.append(call)
         if calls:
@@ -209,54 +213,3 @@ def _step_context(ctx: ToolContext, timeout: float) -> ToolContext:
     metadata = {k: v for k, v in ctx.metadata.items() if k != "progress"}
     metadata["deadline"] = deadline
     return dataclasses.replace(ctx, metadata=metadata)
-
-
-@dataclass(frozen=True, slots=True)
-class _StepArguments:
-    """A step's resolved arguments and timeout, carried through the runner to the catalog."""
-
-    arguments: dict[str, Any]
-    timeout: float | None
-
-
-class _StepCatalog:
-    """The node's registry, applying a step's own timeout to the tool it prepares."""
-
-    def __init__(self, registry: ToolCatalog) -> None:
-        self._registry = registry
-
-    def get(self, name: str) -> Tool | None:
-        return self._registry.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._registry
-
-    def __len__(self) -> int:
-        return len(self._registry)
-
-    def definitions(self) -> tuple[ToolDefinition, ...]:
-        return self._registry.definitions()
-
-    def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
-        if not isinstance(raw_arguments, _StepArguments):
-            return self._registry.prepare_call(name, raw_arguments)
-        prepared = self._registry.prepare_call(name, raw_arguments.arguments)
-        if raw_arguments.timeout is None:
-            return prepared
-        return PreparedCall(_Retimed(prepared.tool, raw_arguments.timeout), prepared.arguments)
-
-
-class _Retimed(Tool):
-    """Another tool, with a step's timeout in place of its own."""
-
-    _COPIED = ("name", "description", "parameters", "read_only", "exclusive", "max_output",
-               "requires", "cost", "scope", "tags", "examples", "group")  # fmt: skip
-
-    def __init__(self, inner: Tool, timeout: float) -> None:
-        self.inner = inner
-        for attribute in self._COPIED:
-            setattr(self, attribute, getattr(inner, attribute))
-        self.timeout = timeout
-
-    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        return await self.inner.execute(arguments, ctx)

@@ -49,25 +49,21 @@ class NodeTools:
                 name=str(t.name).replace("_", " "),
                 description=str(t.description),
                 input_schema=t.parameters,
-                tags=tuple(t.tags),
-                examples=tuple(t.examples),
-                requires=frozenset(t.requires),
+                tags=t.policy.tags,
+                examples=t.policy.examples,
+                requires=t.policy.requires,
             )
             for t in self.public_definitions()
         ]
 
 
 def _apply(tool: Tool, ref: ToolRef) -> Tool:
-    overrides = {k: v for k, v in ref.model_dump(exclude={"name"}).items() if v is not None}
-    if not overrides:
+    """``tool``, or a copy of it under the card's policy overrides."""
+    policy = ref.apply(tool.policy)
+    if policy is tool.policy:
         return tool
     tool = copy.copy(tool)
-    for key, value in overrides.items():
-        if key == "requires":
-            value = frozenset(value)
-        elif key in ("tags", "examples"):
-            value = tuple(value)
-        setattr(tool, key, value)
+    tool.policy = policy
     return tool
 
 

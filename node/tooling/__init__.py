@@ -18,13 +18,12 @@ from node.tooling.registry import (
     PreparedCall,
     ToolCatalog,
     ToolDefinition,
-    ToolPolicy,
     ToolRegistry,
 )
 from node.tooling.results import ToolCall, ToolEvent, ToolResult
 from node.tooling.runner import OutputSink, ToolRunner
 from node.tooling.schema import ArgumentSchema, compile_schema
-from node.tooling.tool import Tool
+from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = [
     "ArgumentSchema",

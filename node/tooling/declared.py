@@ -24,18 +24,19 @@ import json
 import os
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from node.errors import ConfigError, InvalidArguments, ToolError
 from node.tooling.context import ToolContext
-from node.tooling.tool import Tool
+from node.tooling.isolation import Isolation
+from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = ["CommandTool", "HttpTool", "declared_tool"]
 
-_POLICY = ("read_only", "exclusive", "timeout", "max_output", "cost", "scope", "group")
-_KNOWN = {"name", "description", "parameters", "http", "command", "requires", "tags", "examples"}
-_KNOWN |= set(_POLICY)
+# a declared tool states its isolation itself (HTTP: inline, command: process)
+_POLICY = frozenset(ToolPolicy.field_names()) - {"isolation"}
+_KNOWN = {"name", "description", "parameters", "http", "command"} | _POLICY
 _HTTP_KEYS = {"method", "url", "headers", "max_bytes"}
 _QUERY_METHODS = {"GET", "HEAD", "DELETE"}
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
@@ -69,6 +70,8 @@ def _as_arg(value: Any) -> str:
 class _Declared(Tool):
     """Common construction from a spec: identity, schema and policy."""
 
+    ISOLATION: ClassVar[Isolation]
+
     def __init__(self, spec: Mapping[str, Any]) -> None:
         unknown = set(spec) - _KNOWN
         if unknown:
@@ -76,12 +79,8 @@ class _Declared(Tool):
         self.name = str(spec.get("name", ""))
         self.description = str(spec.get("description") or self.name)
         self.parameters = spec.get("parameters") or {"type": "object", "properties": {}}
-        for key in _POLICY:
-            if key in spec:
-                setattr(self, key, spec[key])
-        self.requires = frozenset(spec.get("requires", ()))
-        self.tags = tuple(spec.get("tags", ()))
-        self.examples = tuple(spec.get("examples", ()))
+        values = {key: spec[key] for key in _POLICY if key in spec}
+        self.policy = ToolPolicy(isolation=self.ISOLATION, **values)
         self.check()
         properties = self.parameters.get("properties") or {}
         self._defaults = {k: v["default"] for k, v in properties.items() if "default" in v}
@@ -103,7 +102,9 @@ class _Declared(Tool):
 class HttpTool(_Declared):
     """A declared tool that calls an HTTP endpoint through the URL guard."""
 
-    isolation = "inline"  # awaits I/O on the loop; a timeout cancels the request
+    ISOLATION: ClassVar[Isolation] = (
+        "inline"  # awaits I/O on the loop; a timeout cancels the request
+    )
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
@@ -136,7 +137,7 @@ class HttpTool(_Declared):
             body = rest
         response = await ctx.url_guard.fetch(
             ctx.http, self.method, url, headers=self.headers, json=body,
-            timeout=self.timeout, max_bytes=self.max_bytes,
+            timeout=self.policy.timeout, max_bytes=self.max_bytes,
         )  # fmt: skip
         if response.status_code >= 400:
             detail = response.text.strip()[-_STDERR_TAIL:]
@@ -149,7 +150,9 @@ class HttpTool(_Declared):
 class CommandTool(_Declared):
     """A declared tool that runs a fixed program with substituted arguments (never a shell)."""
 
-    isolation = "process"  # its own child process, killed at the timeout or on cancellation
+    ISOLATION: ClassVar[Isolation] = (
+        "process"  # its own child process, killed at timeout or cancellation
+    )
 
     def __init__(self, spec: Mapping[str, Any]) -> None:
         super().__init__(spec)
@@ -185,7 +188,7 @@ class CommandTool(_Declared):
         argv = self.command_line(arguments)
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
         cwd = getattr(ctx.workspace, "root", None)
-        limit = self.max_output * 4  # bytes; enough for max_output characters of UTF-8
+        limit = self.policy.max_output * 4  # bytes; enough for max_output characters of UTF-8
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -29,7 +29,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, overload
 
 import annotated_types
@@ -41,12 +41,11 @@ from node.errors import ConfigError, InvalidArguments
 from node.tooling.context import ToolContext
 from node.tooling.isolation import (
     ISOLATION_MODES,
-    Isolation,
     default_pool,
     function_reference,
     preload,
 )
-from node.tooling.tool import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_S, Scope, Tool
+from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = ["FunctionTool", "parse_docstring", "tool"]
 
@@ -138,61 +137,54 @@ class FunctionTool(Tool):
         *,
         name: str | None = None,
         description: str | None = None,
-        read_only: bool = False,
-        exclusive: bool = False,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        max_output: int = DEFAULT_MAX_OUTPUT,
-        requires: Iterable[str] = (),
-        cost: float = 0.0,
-        scope: Scope = "public",
-        tags: Iterable[str] = (),
-        examples: Iterable[str] = (),
-        group: str = "local",
-        isolation: Isolation | None = None,
         inline: bool = False,
+        **policy: Any,
     ) -> None:
+        """``policy`` takes the fields of :class:`ToolPolicy` (``read_only=True``, ...).
+
+        ``isolation`` defaults to ``inline`` for async functions (and with ``inline=True``),
+        ``thread`` for sync ones.
+        """
         self.function = function
         self.name = name or str(getattr(function, "__name__", type(function).__name__))
-        self.read_only, self.exclusive = read_only, exclusive
-        self.timeout, self.max_output, self.cost = timeout, max_output, cost
-        self.requires = frozenset(requires)
-        self.scope, self.group = scope, group
-        self.tags, self.examples = tuple(tags), tuple(examples)
         call = getattr(function, "__call__", None)  # noqa: B004 - async callable objects too
         self._is_async = inspect.iscoroutinefunction(function) or (
             not inspect.isroutine(function) and inspect.iscoroutinefunction(call)
         )
+        isolation = policy.pop("isolation", None)
+        if inline and isolation not in (None, "inline"):
+            raise ConfigError(
+                f"tool {self.name!r}: inline=True contradicts isolation={isolation!r}"
+            )
+        isolation = isolation or ("inline" if inline or self._is_async else "thread")
+        self.policy = ToolPolicy.build(f"tool {self.name!r}", isolation=isolation, **policy)
         documented = function.func if isinstance(function, functools.partial) else function
         summary, param_docs = parse_docstring(documented.__doc__)
         self.description = description or summary or self.name
         self.parameters, self._context_param, self._converters = self._build(param_docs)
         self.__doc__ = documented.__doc__
         self.__wrapped__ = function
-        if inline and isolation not in (None, "inline"):
-            raise ConfigError(
-                f"tool {self.name!r}: inline=True contradicts isolation={isolation!r}"
-            )
-        self.isolation = isolation or ("inline" if inline or self._is_async else "thread")
         self._check_isolation()
 
     @property
     def inline(self) -> bool:
         """True when the function runs on the event loop (``isolation == "inline"``)."""
-        return self.isolation == "inline"
+        return self.policy.isolation == "inline"
 
     def check(self) -> None:
         super().check()
         self._check_isolation()
 
     def _check_isolation(self) -> None:
-        if self.isolation not in ISOLATION_MODES:
+        isolation = self.policy.isolation
+        if isolation not in ISOLATION_MODES:
             return  # Tool.check names the valid modes
-        if self._is_async and self.isolation != "inline":
+        if self._is_async and isolation != "inline":
             raise ConfigError(
                 f"tool {self.name!r}: an async function runs on the event loop (isolation "
-                f"'inline'), not {self.isolation!r}; make it sync to run it elsewhere"
+                f"'inline'), not {isolation!r}; make it sync to run it elsewhere"
             )
-        if self.isolation == "process":
+        if isolation == "process":
             if self._context_param is not None:
                 raise ConfigError(
                     f"tool {self.name!r}: a process-isolated function cannot take a ToolContext"
@@ -275,9 +267,9 @@ class FunctionTool(Tool):
                 kwargs[self._context_param] = ctx
         if self._is_async:
             result = await self.function(**kwargs)
-        elif self.isolation == "inline":
+        elif self.policy.isolation == "inline":
             result = self.function(**kwargs)
-        elif self.isolation == "process":
+        elif self.policy.isolation == "process":
             result = await default_pool().run(self.function, **kwargs)
         else:
             result = await asyncio.to_thread(self.function, **kwargs)
@@ -297,25 +289,18 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    read_only: bool = False,
-    exclusive: bool = False,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    max_output: int = DEFAULT_MAX_OUTPUT,
-    requires: Iterable[str] = (),
-    cost: float = 0.0,
-    scope: Scope = "public",
-    tags: Iterable[str] = (),
-    examples: Iterable[str] = (),
-    group: str = "local",
-    isolation: Isolation | None = None,
     inline: bool = False,
+    **policy: Any,
 ) -> Callable[[AnyFunction], FunctionTool]: ...
 
 
 def tool(
     function: AnyFunction | None = None, /, **policy: Any
 ) -> FunctionTool | Callable[[AnyFunction], FunctionTool]:
-    """Turn a typed function into a :class:`FunctionTool` (``@tool`` or ``@tool(...)``)."""
+    """Turn a typed function into a :class:`FunctionTool` (``@tool`` or ``@tool(...)``).
+
+    Keywords: ``name``, ``description``, ``inline`` and the fields of :class:`ToolPolicy`.
+    """
     if function is not None:
         return FunctionTool(function, **policy)
 

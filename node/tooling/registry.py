@@ -15,51 +15,17 @@ from typing import Any, Protocol
 
 from node.errors import ConfigError, ErrorKind, ToolError, ToolNotFound
 from node.tooling.schema import ArgumentSchema, compile_schema
-from node.tooling.tool import Scope, Tool
+from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = [
     "FilteredRegistry",
     "PreparedCall",
     "ToolCatalog",
     "ToolDefinition",
-    "ToolPolicy",
     "ToolRegistry",
 ]
 
 _MAX_NAME_IN_MESSAGE = 80
-
-
-@dataclass(frozen=True, slots=True)
-class ToolPolicy:
-    """A tool's execution policy, as data."""
-
-    read_only: bool
-    exclusive: bool
-    concurrency_safe: bool
-    timeout: float
-    max_output: int
-    requires: frozenset[str]
-    cost: float
-    scope: Scope
-    group: str
-    tags: tuple[str, ...]
-    examples: tuple[str, ...]
-
-    @classmethod
-    def of(cls, tool: Tool) -> ToolPolicy:
-        return cls(
-            tool.read_only,
-            tool.exclusive,
-            tool.concurrency_safe,
-            tool.timeout,
-            tool.max_output,
-            frozenset(tool.requires),
-            tool.cost,
-            tool.scope,
-            tool.group,
-            tuple(tool.tags),
-            tuple(tool.examples),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +64,8 @@ class _Entry:
 
 
 def _sort_key(tool: Tool) -> tuple[bool, str, str]:
-    return (tool.group != "local", tool.group, tool.name)
+    group = tool.policy.group
+    return (group != "local", group, tool.name)
 
 
 class ToolRegistry:
@@ -167,7 +134,7 @@ class ToolRegistry:
                     e.tool.name,
                     str(e.tool.description),
                     json.loads(json.dumps(e.schema.schema)),
-                    ToolPolicy.of(e.tool),
+                    e.tool.policy,
                 )
                 for e in entries
             )

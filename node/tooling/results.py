@@ -62,11 +62,15 @@ def _escape(key: str) -> str:
 
 @dataclass(slots=True)
 class ToolCall:
-    """A request to run ``name`` on raw ``arguments`` (a dict, a JSON string or ``None``)."""
+    """A request to run ``name`` on raw ``arguments`` (a dict, a JSON string or ``None``).
+
+    ``timeout`` (seconds) replaces the tool's own for this call (a pipeline step's).
+    """
 
     name: str
     arguments: Any = None
     id: str = field(default_factory=new_call_id)
+    timeout: float | None = None
 
 
 @dataclass(slots=True, eq=False)

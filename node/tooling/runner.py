@@ -87,7 +87,7 @@ class ToolRunner:
                 results[index] = ready
                 if self._on_event is not None:
                     await self._emit(ToolEvent("finished", call, ready))
-            elif ready.tool.concurrency_safe:
+            elif ready.tool.policy.concurrency_safe:
                 batch.append((index, call, ready))
             else:
                 await self._run_batch(batch, results, ctx)
@@ -126,17 +126,18 @@ class ToolRunner:
         tool = prepared.tool
         start = perf_counter()
         try:
-            if tool.cost and ctx.budget is not None:
-                ctx.budget.charge(tool.cost, call.name)
+            if tool.policy.cost and ctx.budget is not None:
+                ctx.budget.charge(tool.policy.cost, call.name)
             if self._on_event is not None:
                 await self._emit(ToolEvent("started", call))
-            output = await self._execute(tool, prepared.arguments, ctx)
+            output = await self._execute(tool, prepared.arguments, ctx, call.timeout)
             output, text = _text_form(output)
-            if len(text) <= tool.max_output:
+            limit = tool.policy.max_output
+            if len(text) <= limit:
                 result = ToolResult(call.id, call.name, True, output, None, None,
                                     perf_counter() - start, _text=text)  # fmt: skip
             else:
-                result = await self._truncated(call, tool.max_output, text, start)
+                result = await self._truncated(call, limit, text, start)
         except ToolError as exc:
             result = ToolResult.failure(call, exc.kind, str(exc), perf_counter() - start)
         except asyncio.CancelledError:
@@ -157,8 +158,11 @@ class ToolRunner:
         return result
 
     @staticmethod
-    async def _execute(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        timeout = tool.timeout
+    async def _execute(
+        tool: Tool, arguments: dict[str, Any], ctx: ToolContext, timeout: float | None
+    ) -> Any:
+        if timeout is None:
+            timeout = tool.policy.timeout
         deadline = ctx.metadata.get("deadline") if ctx.metadata else None
         if deadline is not None:
             left = float(deadline) - time.time()
@@ -171,7 +175,7 @@ class ToolRunner:
                 return await tool.execute(arguments, ctx)
         except TimeoutError:
             if scope.expired():
-                note = _AFTER_TIMEOUT.get(tool.isolation, "")
+                note = _AFTER_TIMEOUT.get(tool.policy.isolation, "")
                 raise ToolTimeout(f"{tool.name} timed out after {timeout:g} s{note}") from None
             raise
 

@@ -61,12 +61,12 @@ async def test_tool_shape_comes_from_the_card(http: httpx.AsyncClient) -> None:
     card = peer_card("http://127.0.0.1:9")
     add, shout = skill_tool(http, card, "add"), skill_tool(http, card, "shout")
     assert add.name == "b__add"
-    assert add.group == "peer:b"
+    assert add.policy.group == "peer:b"
     assert add.scope == "internal"
     assert add.description == "[Peer B] Add two numbers"
     assert add.read_only
     assert add.parameters["required"] == ["a", "b"]
-    assert add.tags == ("math",)
+    assert add.policy.tags == ("math",)
     assert shout.parameters == DEFAULT_PARAMETERS
     add.check()
 

@@ -279,14 +279,14 @@ def test_the_pipeline_is_a_tool_with_the_spec_and_its_steps_policy() -> None:
     spec = make_spec(DIAMOND, input_schema=TEXT_INPUT, tags=["demo"], requires=["net"], timeout=30)
     pipe = pipeline_tool(spec, registry)
     assert isinstance(pipe, PipelineTool)
-    assert (pipe.name, pipe.description, pipe.scope, pipe.timeout) == (
+    assert (pipe.name, pipe.description, pipe.scope, pipe.policy.timeout) == (
         "pipe",
         "A test pipeline.",
         "public",
         30,
     )
     assert pipe.parameters == TEXT_INPUT
-    assert pipe.tags == ("demo",)
+    assert pipe.policy.tags == ("demo",)
     assert pipe.requires == {"net"}
     assert not pipe.read_only  # "join" writes
     registry.register(pipe)

@@ -137,9 +137,15 @@ def test_policy_fields_come_from_the_spec() -> None:
         examples=["e"],
     )
     assert tool.concurrency_safe
-    assert (tool.timeout, tool.max_output, tool.cost, tool.scope) == (5, 10, 0.1, "internal")
-    assert tool.requires == frozenset({"shell"})
-    assert (tool.tags, tool.examples) == (("t",), ("e",))
+    policy = tool.policy
+    assert (policy.timeout, policy.max_output, policy.cost, policy.scope) == (
+        5,
+        10,
+        0.1,
+        "internal",
+    )
+    assert policy.requires == frozenset({"shell"})
+    assert (policy.tags, policy.examples) == (("t",), ("e",))
 
 
 # -- http ------------------------------------------------------------------------------------

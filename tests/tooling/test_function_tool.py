@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import threading
@@ -9,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from node.errors import ConfigError, InvalidArguments
-from node.tooling import FunctionTool, Tool, ToolContext, tool
+from node.tooling import FunctionTool, Tool, ToolContext, ToolPolicy, tool
 from node.tooling.function_tool import parse_docstring
 
 
@@ -36,10 +37,10 @@ def test_decorator_makes_a_tool_with_policy() -> None:
     assert add.name == "add"
     assert add.read_only
     assert add.concurrency_safe
-    assert add.tags == ("math",)
-    assert add.examples == ("add 2 and 3",)
+    assert add.policy.tags == ("math",)
+    assert add.policy.examples == ("add 2 and 3",)
     assert add.requires == frozenset({"calc"})
-    assert add.cost == 0.5
+    assert add.policy.cost == 0.5
     add.check()
 
 
@@ -198,7 +199,7 @@ def test_from_function_and_direct_call() -> None:
     assert made.name == "twice"
     assert made.exclusive
     assert not made.concurrency_safe
-    assert made.timeout == 3
+    assert made.policy.timeout == 3
     assert made(4) == 8
 
 
@@ -262,3 +263,13 @@ async def test_inline_sync_tools_run_on_the_event_loop_thread() -> None:
     here = threading.current_thread().name
     assert await where.execute({}, ToolContext()) == here
     assert await where_threaded.execute({}, ToolContext()) != here
+
+
+def test_policy_is_one_frozen_object_and_unknown_policy_keywords_are_config_errors() -> None:
+    made = tool(read_only=True, requires=["admin"], tags=["t"])(lambda: 1)
+    assert made.policy == ToolPolicy(read_only=True, requires=frozenset({"admin"}), tags=("t",),
+                                     isolation="thread")  # fmt: skip
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.policy.timeout = 1  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="unknown policy fields"):
+        tool(read_onyl=True)(lambda: 1)

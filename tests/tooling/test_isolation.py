@@ -49,7 +49,7 @@ async def test_a_process_tool_that_loops_forever_times_out_and_its_worker_is_kil
     await until(lambda: default_pool().busy)
     (worker,) = default_pool().busy
     result = await call
-    assert time.monotonic() - start < hog.timeout + 1.0
+    assert time.monotonic() - start < hog.policy.timeout + 1.0
     assert (result.ok, result.error_kind) == (False, ErrorKind.TIMEOUT)
     assert "worker process was killed" in (result.error or "")
     assert gone(worker)
@@ -160,11 +160,11 @@ async def _async_tool() -> None:
 
 
 def test_isolation_defaults_and_the_inline_keyword() -> None:
-    assert tool(workloads.pid).isolation == "thread"
-    assert tool(_async_tool).isolation == "inline"
-    assert tool(inline=True)(workloads.pid).isolation == "inline"
+    assert tool(workloads.pid).policy.isolation == "thread"
+    assert tool(_async_tool).policy.isolation == "inline"
+    assert tool(inline=True)(workloads.pid).policy.isolation == "inline"
     assert tool(inline=True)(workloads.pid).inline is True
-    assert square.isolation == "process"
+    assert square.policy.isolation == "process"
 
 
 async def test_a_thread_tool_timeout_says_the_thread_may_still_run() -> None:
@@ -190,7 +190,7 @@ def test_declared_tools_state_where_their_work_runs() -> None:
     http = declared_tool(
         {"name": "api", "description": "Call.", "http": {"url": "https://a.test/"}}
     )
-    assert (command.isolation, http.isolation) == ("process", "inline")
+    assert (command.policy.isolation, http.policy.isolation) == ("process", "inline")
 
 
 async def test_closing_a_pool_ends_its_running_calls_with_an_error() -> None:

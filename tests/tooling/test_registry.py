@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from node.errors import ConfigError, ErrorKind, InvalidArguments, ToolError, ToolNotFound
-from node.tooling import Tool, ToolContext, ToolRegistry, tool
+from node.tooling import Tool, ToolContext, ToolPolicy, ToolRegistry, tool
 
 
 class Echo(Tool):
@@ -19,8 +19,7 @@ class Echo(Tool):
 
     def __init__(self, name: str = "echo", group: str = "local", scope: str = "public") -> None:
         self.name = name
-        self.group = group
-        self.scope = scope  # type: ignore[assignment]
+        self.policy = ToolPolicy(group=group, scope=scope)  # type: ignore[arg-type]
         self.calls = 0
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:

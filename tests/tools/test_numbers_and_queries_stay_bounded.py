@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -59,7 +60,7 @@ async def test_json_query_refuses_a_result_that_would_explode_as_json() -> None:
 async def test_json_query_exponential_work_is_killed_at_the_timeout() -> None:
     await default_pool().start()
     hasty = copy.copy(json_query)
-    hasty.timeout = 0.5
+    hasty.policy = dataclasses.replace(hasty.policy, timeout=0.5)
     expression = "|".join(["[@,@][]"] * 40)  # doubles the data 40 times: 2**40 values
     run = ToolRunner(ToolRegistry([hasty]))
     start = time.monotonic()
@@ -69,7 +70,7 @@ async def test_json_query_exponential_work_is_killed_at_the_timeout() -> None:
         await asyncio.sleep(0.001)
     (worker,) = default_pool().busy
     result = await call
-    assert time.monotonic() - start < hasty.timeout + 1.0
+    assert time.monotonic() - start < hasty.policy.timeout + 1.0
     assert result.error_kind == ErrorKind.TIMEOUT
     deadline = time.monotonic() + 2.0
     while not gone(worker):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import os
 import time
 
@@ -57,7 +58,7 @@ def test_only_the_first_max_html_chars_are_parsed() -> None:
 async def test_a_conversion_that_times_out_is_killed_with_its_worker() -> None:
     await default_pool().start()
     hasty = copy.copy(html_links)
-    hasty.timeout = 0.02
+    hasty.policy = dataclasses.replace(hasty.policy, timeout=0.02)
     run = ToolRunner(ToolRegistry([hasty]))
     call = asyncio.create_task(run.run_one("html_links", {"html": page(3_000_000)}))
     while not default_pool().busy:
