@@ -94,7 +94,10 @@ class AppRouter(httpx.AsyncBaseTransport):
         if app is None:
             return await self.network.handle_async_request(request)
         timeout = request.extensions.get("timeout", {}).get("read")
-        return await asyncio.wait_for(app.handle_async_request(request), timeout)
+        try:
+            return await asyncio.wait_for(app.handle_async_request(request), timeout)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout(f"no answer within {timeout}s", request=request) from exc
 
     async def aclose(self) -> None:
         await self.network.aclose()
