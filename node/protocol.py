@@ -8,6 +8,9 @@ Extensions (URNs: they name the contract and resolve to no host):
 - ``HOP``: key in ``message.metadata`` of a forwarded message; the value is
   ``{"chain": [agent_id, ...], "max_hops": int, "deadline": <epoch seconds>}``.
 
+Agent ids: :data:`AGENT_ID_PATTERN` is the one rule for a node card's ``id``, the ``agent_id`` its
+extensions declare, each hop in a chain and the registry's keys (peer tools are named after it).
+
 State groups: ``TERMINAL`` states never change again; ``INTERRUPTED`` states (input-required,
 auth-required) wait for the caller. Tasks a dead process left submitted or working are *orphaned*
 (see :mod:`node.store.recovery`), a different thing.
@@ -18,14 +21,24 @@ arrives as ``{"limit": 5.0}``; :func:`normalise_numbers` turns whole floats back
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from a2a.types import TaskState
 
-__all__ = ["HOP", "INTERRUPTED", "SKILL_SCHEMAS", "TERMINAL", "normalise_numbers"]
+__all__ = [
+    "AGENT_ID_PATTERN",
+    "HOP",
+    "INTERRUPTED",
+    "SKILL_SCHEMAS",
+    "TERMINAL",
+    "normalise_numbers",
+]
 
 SKILL_SCHEMAS = "urn:a2a-node:ext:skill-schemas:v1"
 HOP = "urn:a2a-node:ext:hop:v1"
+
+AGENT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 TERMINAL = frozenset(
     {

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.cli.common import RemoteError, add_json_option, is_loopback
+from node.cli.common import add_json_option, is_loopback
 from node.cli.output import format_table, print_json
 from node.errors import ConfigError
 
@@ -82,35 +82,27 @@ def list_agents(
     q: str | None = None,
     healthy_only: bool = True,
     token: str | None = None,
-    page_size: int = 100,
-    max_pages: int = 100,
 ) -> list[dict[str, Any]]:
-    """Every agent matching the filters, following ``next_page_token`` (at most ``max_pages``)."""
+    """Every agent matching the filters (:func:`node.peers.registry_client.search_agents`)."""
     import httpx
 
-    params: dict[str, Any] = {"skill": skill, "tag": tag, "q": q, "page_size": page_size}
-    if healthy_only:
-        params["healthy"] = "true"
-    params = {k: v for k, v in params.items() if v is not None}
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = registry_url.rstrip("/") + "/v1/agents"
-    agents: list[dict[str, Any]] = []
-    with httpx.Client(timeout=10.0, headers=headers) as http:
-        for _ in range(max_pages):
-            try:
-                response = http.get(url, params=params)
-            except httpx.HTTPError as exc:
-                raise RemoteError(f"cannot reach the registry at {registry_url}: {exc}") from exc
-            if response.status_code != 200:
-                raise RemoteError(
-                    f"registry answered {response.status_code}: {response.text[:300]}"
-                )
-            body = response.json()
-            agents.extend(body.get("agents", []))
-            if not body.get("next_page_token"):
-                break
-            params["page_token"] = body["next_page_token"]
-    return agents
+    from node.peers.registry_client import search_agents
+
+    async def search() -> list[dict[str, Any]]:
+        async with httpx.AsyncClient() as http:
+            return await search_agents(
+                http,
+                registry_url,
+                token=token,
+                skill=skill,
+                tag=tag,
+                q=q,
+                healthy_only=healthy_only,
+                include_card=False,
+                timeout_s=10.0,
+            )
+
+    return asyncio.run(search())
 
 
 def cmd_agents(args: argparse.Namespace) -> int:

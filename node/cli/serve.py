@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from node.cli.cards import check_tool_names
 from node.cli.common import EXIT_USAGE, CliError, is_loopback
+from node.urls import http_url
 
 __all__ = ["add_serve_command"]
 
@@ -122,8 +123,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from node.server.app import build_node_app
     from node.server.serve import make_server
 
-    shown = f"[{host}]" if ":" in host else host
-    public_url = (args.public_url or card.server.public_url or f"http://{shown}:{port}").rstrip("/")
+    listening = http_url(host, port)
+    public_url = (args.public_url or card.server.public_url or listening).rstrip("/")
     app = build_node_app(
         card,
         public_url=public_url,
@@ -133,7 +134,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     guard = _StartupError(app)
     config = make_server(guard, host, port, log_level=args.log_level).config
     logging.getLogger("uvicorn.error").addFilter(_DropStartupFailed(guard))
-    listening = f"http://{shown}:{port}"
     where = public_url if public_url == listening else f"{public_url} (listening on {listening})"
     banner = (
         f"a2a-node: serving {card.id} ({card.name}) at {where}; "

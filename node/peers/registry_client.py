@@ -1,6 +1,7 @@
-"""Reading the registry: healthy agents with their cards, every page (bounded).
+"""Reading the registry: its agents (by default the healthy ones, with their cards), every page.
 
-Contract: ``GET {registry}/v1/agents?healthy=true&include_card=true&page_size=&page_token=`` →
+Contract: ``GET {registry}/v1/agents?healthy=true&include_card=true&page_size=&page_token=``
+(optionally ``skill=``, ``tag=``, ``q=``) →
 ``{"agents": [{"id", "name", "card_url", "card": {...}, "skills": [...], "healthy"}, ...],
 "next_page_token": str | null}``; a bearer token is sent when one is configured.
 
@@ -44,21 +45,28 @@ async def search_agents(
     registry_url: str,
     *,
     token: str | None = None,
+    skill: str | None = None,
+    tag: str | None = None,
+    q: str | None = None,
+    healthy_only: bool = True,
+    include_card: bool = True,
     page_size: int = 100,
     timeout_s: float = 5.0,
     skipped: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """All healthy agents the registry lists; :class:`RegistryError` when it cannot be read.
+    """The agents the registry lists; :class:`RegistryError` when it cannot be read.
 
-    Entries without the contract's shape (see :func:`entry_problem`) are left out; why is
-    appended to ``skipped`` when given.
+    ``skill``, ``tag`` and ``q`` (free text) narrow the search; ``healthy_only=False`` lists the
+    unhealthy ones too. Entries without the contract's shape (see :func:`entry_problem`) are left
+    out; why is appended to ``skipped`` when given.
     """
     url = registry_url.rstrip("/") + "/v1/agents"
-    params: dict[str, str | int] = {
-        "healthy": "true",
-        "include_card": "true",
-        "page_size": page_size,
-    }
+    params: dict[str, str | int] = {"page_size": page_size}
+    if healthy_only:
+        params["healthy"] = "true"
+    if include_card:
+        params["include_card"] = "true"
+    params |= {k: v for k, v in {"skill": skill, "tag": tag, "q": q}.items() if v is not None}
     agents: list[dict[str, Any]] = []
     for _ in range(MAX_PAGES):
         try:

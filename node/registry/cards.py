@@ -8,7 +8,8 @@ Limits (each refused with a 4xx naming it, before anything is stored):
   numbers, nesting at most 64 deep, no NUL or unpaired surrogates anywhere), an A2A ``AgentCard``
   with a name of at most :data:`MAX_NAME_CHARS` characters, a url in ``supportedInterfaces``, a
   ``skills`` list, skill ids and tags of at most :data:`MAX_SKILL_TEXT_CHARS` characters each;
-- the agent id (declared, or a slug of the name): :data:`AGENT_ID_PATTERN`.
+- the agent id (declared, or a slug of the name): :data:`node.protocol.AGENT_ID_PATTERN`, the
+  rule a node's own card follows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
 
 from node.errors import GuardError, ToolError
-from node.protocol import HOP, SKILL_SCHEMAS
+from node.protocol import AGENT_ID_PATTERN, HOP, SKILL_SCHEMAS
 from node.registry import safejson
 from node.registry.errors import (
     CardTooLarge,
@@ -35,7 +36,6 @@ from node.registry.errors import (
 from node.registry.records import AgentRecord, Skill
 from node.tooling.guards.urls import UrlGuard
 
-AGENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_URL_BYTES = 2048
 MAX_NAME_CHARS = 256
 MAX_SKILL_TEXT_CHARS = 256

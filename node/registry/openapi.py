@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from node.registry.cards import (
-    AGENT_ID_PATTERN,
-    MAX_NAME_CHARS,
-    MAX_SKILL_TEXT_CHARS,
-    MAX_URL_BYTES,
-)
+from node.protocol import AGENT_ID_PATTERN
+from node.registry.cards import MAX_NAME_CHARS, MAX_SKILL_TEXT_CHARS, MAX_URL_BYTES
 from node.registry.errors import ERROR_TABLE
 from node.registry.safejson import MAX_DEPTH
 from node.registry.service import (

@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 
 import httpx
 
+from node.protocol import AGENT_ID_PATTERN
 from node.registry import safejson
-from node.registry.cards import AGENT_ID_PATTERN, check_card_url, check_record, fetch_card
+from node.registry.cards import check_card_url, check_record, fetch_card
 from node.registry.errors import (
     AgentNotFound,
     BadRequest,

@@ -7,6 +7,8 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from node.urls import http_url
+
 MIB = 1024 * 1024
 
 
@@ -62,8 +64,7 @@ class RegistrySettings(BaseModel):
 
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return (self.public_url or f"http://{host}:{self.port}").rstrip("/")
+        return (self.public_url or http_url(self.host, self.port)).rstrip("/")
 
     @property
     def db_url(self) -> str:

@@ -35,6 +35,7 @@ from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.store.factory import open_task_store
 from node.tooling import Tool
+from node.urls import http_url
 
 
 @dataclass(slots=True)
@@ -53,9 +54,7 @@ class NodeState:
 
 
 def default_public_url(card: NodeCard) -> str:
-    host = card.server.host
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{card.server.port}"
+    return http_url(card.server.host, card.server.port)
 
 
 def build_node_app(

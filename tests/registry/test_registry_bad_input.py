@@ -85,6 +85,7 @@ def _without(key: str) -> Any:
         ),
         (_without("skills"), "skills"),
         (lambda cs: cs.card("X", agent_id="a/b"), "agent_id"),
+        (lambda cs: cs.card("X", agent_id="Big.Agent"), "agent_id"),  # no node can have this id
     ],
 )
 async def test_invalid_cards_are_422(
