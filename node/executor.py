@@ -32,7 +32,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from node.errors import ErrorKind, PlanningError, ToolError
-from node.peers.hops import check_hop, read_hop
+from node.peers.hops import HopState, check_hop, read_hop
 from node.planning import NeedsInput, Request, parse_request, plan_request
 from node.planning.llm import LLMPlanner
 from node.planning.settings import PlannerSettings
@@ -129,7 +129,6 @@ class NodeExecutor(AgentExecutor):
     ) -> None:
         metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
         settings = self._settings
-        hop = None
         try:
             hop = read_hop(metadata, default_max_hops=settings.max_hops)
             check_hop(hop, settings.agent_id, time.time())
@@ -283,9 +282,12 @@ class NodeExecutor(AgentExecutor):
         self,
         context: RequestContext,
         metadata: Mapping[str, Any],
-        hop: Any,
+        hop: HopState,
         updater: TaskUpdater,
     ) -> ToolContext:
+        async def progress(text: str) -> None:
+            await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
+
         call_context = context.call_context
         user = call_context.user if call_context else None
         authenticated = bool(user and user.is_authenticated)
@@ -304,14 +306,9 @@ class NodeExecutor(AgentExecutor):
             workspace=services.get("workspace"),
             url_guard=services.get("url_guard"),
             http=services.get("http"),
-            metadata={
-                "agent_id": self._settings.agent_id,
-                "max_hops": self._settings.max_hops,
-                "message_metadata": dict(metadata),
-                "hop": hop,
-                "deadline": getattr(hop, "deadline", None),  # the caller's, bounds every tool
-                "progress": lambda text: updater.update_status(
-                    TaskState.TASK_STATE_WORKING, self._say(updater, text)
-                ),
-            },
+            deadline=hop.deadline,  # the caller's, bounds every tool
+            progress=progress,
+            agent_id=self._settings.agent_id,
+            max_hops=self._settings.max_hops,
+            message_metadata=dict(metadata),
         )

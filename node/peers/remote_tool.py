@@ -5,12 +5,12 @@ extension); the call then sends a data part ``{"skill": id, "arguments": {...}}`
 tool takes ``{"text": str, "data": any}`` and sends a text part and/or a data part, with
 ``message.metadata["skill"] = id``.
 
-Hop guard. The tool reads these keys of ``ToolContext.metadata`` (the executor sets them):
+Hop guard. The tool reads these fields of :class:`ToolContext` (the executor sets them):
 
-- ``"message_metadata"``: the incoming A2A message's metadata, a dict (its ``HOP`` entry holds the
-  chain, hop limit and deadline of the request being served; absent: a fresh chain);
-- ``"agent_id"``: this node's agent id (default: the ``self_id`` the tool was built with);
-- ``"max_hops"``: the hop limit for a fresh chain (default: the tool's ``max_hops``).
+- ``message_metadata``: the incoming A2A message's metadata (its ``HOP`` entry holds the chain,
+  hop limit and deadline of the request being served; absent: a fresh chain);
+- ``agent_id``: this node's agent id (default: the ``self_id`` the tool was built with);
+- ``max_hops``: the hop limit for a fresh chain (default: the tool's ``max_hops``).
 
 Before sending, the tool refuses (``ToolError`` of kind ``HOP_LIMIT``) when this node may not
 forward, or when the peer would refuse (it is already in the chain, or the chain is full). The
@@ -40,17 +40,11 @@ from node.tooling.context import ToolContext
 from node.tooling.tool import Scope, Tool, ToolPolicy
 
 __all__ = [
-    "CTX_AGENT_ID",
-    "CTX_MAX_HOPS",
-    "CTX_MESSAGE_METADATA",
     "DEFAULT_PARAMETERS",
     "RemoteSkillTool",
     "tool_name",
 ]
 
-CTX_MESSAGE_METADATA = "message_metadata"
-CTX_AGENT_ID = "agent_id"
-CTX_MAX_HOPS = "max_hops"
 DEFAULT_PARAMETERS: Mapping[str, Any] = {
     "type": "object",
     "properties": {"text": {"type": "string"}, "data": {}},
@@ -108,9 +102,9 @@ class RemoteSkillTool(Tool):
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         now = time.time()
-        self_id = str(ctx.metadata.get(CTX_AGENT_ID) or self.self_id)
-        max_hops = int(ctx.metadata.get(CTX_MAX_HOPS) or self.max_hops)
-        state = read_hop(ctx.metadata.get(CTX_MESSAGE_METADATA), default_max_hops=max_hops)
+        self_id = ctx.agent_id or self.self_id
+        max_hops = ctx.max_hops or self.max_hops
+        state = read_hop(ctx.message_metadata, default_max_hops=max_hops)
         check_hop(state, self_id, now)
         metadata = forward_metadata(state, self_id, timeout_s=self.call_timeout_s, now=now)
         hop = metadata[HOP]

@@ -7,6 +7,6 @@ See :mod:`node.pipeline.spec` for the YAML shape, :mod:`node.pipeline.refs` for 
 from __future__ import annotations
 
 from node.pipeline.spec import PipelineSpec, StepSpec
-from node.pipeline.tool import PipelineTool, ProgressCallback, pipeline_tool
+from node.pipeline.tool import PipelineTool, pipeline_tool
 
-__all__ = ["PipelineSpec", "PipelineTool", "ProgressCallback", "StepSpec", "pipeline_tool"]
+__all__ = ["PipelineSpec", "PipelineTool", "StepSpec", "pipeline_tool"]

@@ -11,7 +11,7 @@ Policy of the pipeline tool: ``read_only`` when every local step tool is (peer t
 read-only), ``exclusive`` when any local step tool is, ``requires`` = the spec's plus those of its
 local step tools, ``timeout`` = the spec's (default 120 s; steps also see it as their deadline).
 
-Progress: when ``ctx.metadata["progress"]`` is an async callable taking one string, it receives
+Progress: when ``ctx.progress`` is set, it receives
 one message per step as the step finishes: ``"step fetch (web__http_fetch) done (1/3)"`` or
 ``"step fetch (web__http_fetch) failed (1/3): <reason>"``. A failing callback is logged, never
 raised. Steps do not see the callback (a nested pipeline reports nothing of its own steps).
@@ -24,7 +24,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +37,9 @@ from node.tooling.results import ToolCall, ToolEvent
 from node.tooling.runner import ToolRunner
 from node.tooling.tool import Tool, ToolPolicy
 
-__all__ = ["PEER_SEPARATOR", "PipelineTool", "ProgressCallback", "pipeline_tool"]
+__all__ = ["PEER_SEPARATOR", "PipelineTool", "pipeline_tool"]
 
 logger = logging.getLogger("node.pipeline")
-ProgressCallback = Callable[[str], Awaitable[None]]
 PEER_SEPARATOR = "__"  # peer tools are named "<peer_id>__<skill_id>"; they may appear at run time
 _MAX_REASON = 300  # characters of a failure's reason in a progress message
 
@@ -122,8 +121,7 @@ class _Run:
         self.tool, self.input = tool, _with_defaults(tool.parameters, arguments)
         self.outputs: dict[str, Any] = {}
         self.finished = 0
-        progress = ctx.metadata.get("progress")
-        self.progress: ProgressCallback | None = progress if callable(progress) else None
+        self.progress = ctx.progress
         self.ctx = _step_context(ctx, tool.policy.timeout)
         self.calls: dict[str, _Step] = {}
         self.full: dict[str, str] = {}  # call id → whole text of an output over its tool's bound
@@ -207,9 +205,6 @@ class _Run:
 def _step_context(ctx: ToolContext, timeout: float) -> ToolContext:
     """``ctx`` for the steps: the pipeline's deadline applied, the progress callback left out."""
     deadline = time.time() + timeout
-    outer = ctx.metadata.get("deadline")
-    if outer is not None:
-        deadline = min(deadline, float(outer))
-    metadata = {k: v for k, v in ctx.metadata.items() if k != "progress"}
-    metadata["deadline"] = deadline
-    return dataclasses.replace(ctx, metadata=metadata)
+    if ctx.deadline is not None:
+        deadline = min(deadline, ctx.deadline)
+    return dataclasses.replace(ctx, deadline=deadline, progress=None)

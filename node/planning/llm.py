@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -37,6 +37,7 @@ from node.planning.providers import (
 )
 from node.planning.settings import PlannerSettings
 from node.tooling import ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
+from node.tooling.context import ProgressCallback
 from node.tooling.registry import not_found_message
 
 __all__ = [
@@ -44,13 +45,11 @@ __all__ = [
     "LLMPlanner",
     "PlanOutcome",
     "PlanningTimeout",
-    "Progress",
     "StepLimitExceeded",
     "ToolCallLimitExceeded",
 ]
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str], Awaitable[None]]
 _NAMES_IN_PROGRESS = 5
 
 
@@ -99,7 +98,7 @@ class LLMPlanner:
         runner: ToolRunner,
         ctx: ToolContext,
         *,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> PlanOutcome:
         """Loop until the model answers without tool calls, or raise when a limit is hit."""
         limit = self._time_limit(ctx)
@@ -120,7 +119,7 @@ class LLMPlanner:
         catalog: ToolCatalog,
         runner: ToolRunner,
         ctx: ToolContext,
-        progress: Progress | None,
+        progress: ProgressCallback | None,
     ) -> PlanOutcome:
         s = self.settings
         definitions = catalog.definitions()
@@ -155,11 +154,10 @@ class LLMPlanner:
         )
 
     def _time_limit(self, ctx: ToolContext) -> float:
-        """``timeout_s``, shortened to the task's deadline (``ctx.metadata["deadline"]``)."""
-        deadline = ctx.metadata.get("deadline") if ctx.metadata else None
-        if deadline is None:
+        """``timeout_s``, shortened to the task's deadline (``ctx.deadline``)."""
+        if ctx.deadline is None:
             return self.settings.timeout_s
-        return max(min(self.settings.timeout_s, float(deadline) - time.time()), 0.0)
+        return max(min(self.settings.timeout_s, ctx.deadline - time.time()), 0.0)
 
     def _costs(self) -> bool:
         s = self.settings
@@ -202,7 +200,7 @@ def _calling(calls: Sequence[ToolCall]) -> str:
     return f"calling {shown}{more}"
 
 
-async def _say(progress: Progress | None, text: str) -> None:
+async def _say(progress: ProgressCallback | None, text: str) -> None:
     if progress is None:
         return
     try:

@@ -6,7 +6,7 @@ every call; the tooling engine itself knows nothing of A2A or HTTP serving.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from node.tooling.guards.paths import Workspace
     from node.tooling.guards.urls import UrlGuard
 
+__all__ = ["ProgressCallback", "ToolContext"]
+
+ProgressCallback = Callable[[str], Awaitable[None]]
+"""Receives one human-readable progress line (``"step fetch done (1/3)"``); awaited."""
+
 
 @dataclass(slots=True)
 class ToolContext:
@@ -26,8 +31,11 @@ class ToolContext:
     - ``budget``: the task's cost envelope (``None``: unlimited).
     - ``workspace``: confined file access for file tools (``None``: file tools refuse).
     - ``url_guard`` / ``http``: the SSRF guard and the shared outbound client for tools that fetch.
-    - ``metadata``: opaque per-call data the tooling engine passes through untouched (the peer
-      layer keeps the hop chain and deadline here).
+    - ``deadline``: epoch seconds by which every call must end (``None``: only tool timeouts).
+    - ``progress``: where long-running tools (pipelines) report progress (``None``: nowhere).
+    - ``agent_id`` / ``max_hops``: this node's id and hop limit, for tools that forward work
+      (``None``: the forwarding tool's own defaults).
+    - ``message_metadata``: the metadata of the message being served (its hop chain, if any).
     """
 
     principal: str = "anonymous"
@@ -36,4 +44,8 @@ class ToolContext:
     workspace: Workspace | None = None
     url_guard: UrlGuard | None = None
     http: httpx.AsyncClient | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+    progress: ProgressCallback | None = None
+    agent_id: str | None = None
+    max_hops: int | None = None
+    message_metadata: Mapping[str, Any] = field(default_factory=dict)

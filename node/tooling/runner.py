@@ -2,7 +2,7 @@
 
 Consecutive concurrency-safe calls run together, anything else runs alone, in order. Before a call
 runs, the caller's capabilities are checked and its cost is charged; while it runs, a timeout
-applies (the tool's, never beyond the task's deadline in ``ctx.metadata["deadline"]``, epoch
+applies (the call's or the tool's, never beyond the task's deadline ``ctx.deadline``, epoch
 seconds). Cancelling :meth:`ToolRunner.run` cancels the running calls and waits for them to finish.
 Output longer than the tool's ``max_output`` is cut, and the full text is handed to the optional
 :class:`OutputSink`; an output holding NaN or Infinity (which JSON cannot carry) becomes an error
@@ -163,9 +163,8 @@ class ToolRunner:
     ) -> Any:
         if timeout is None:
             timeout = tool.policy.timeout
-        deadline = ctx.metadata.get("deadline") if ctx.metadata else None
-        if deadline is not None:
-            left = float(deadline) - time.time()
+        if ctx.deadline is not None:
+            left = ctx.deadline - time.time()
             if left <= 0:
                 raise ToolTimeout(f"the task's deadline passed before {tool.name} could run")
             timeout = min(timeout, left)

@@ -38,8 +38,8 @@ def skill_tool(
     return RemoteSkillTool(client, skill, self_id="a", call_timeout_s=call_timeout_s)
 
 
-def ctx(**metadata: Any) -> ToolContext:
-    return ToolContext(metadata=metadata)
+def ctx(**fields: Any) -> ToolContext:
+    return ToolContext(**fields)
 
 
 @pytest.mark.parametrize("streaming", [True, False])

@@ -114,7 +114,7 @@ async def test_progress_gets_one_message_per_step() -> None:
 
     registry = diamond_registry([])
     pipe = pipeline_tool(make_spec(DIAMOND), registry)
-    ctx = ToolContext(metadata={"progress": progress})
+    ctx = ToolContext(progress=progress)
     assert (await run(pipe, registry, {"text": "q"}, ctx)).ok
     assert len(messages) == 4
     assert messages[0] == "step a (source) done (1/4)"
@@ -128,9 +128,7 @@ async def test_a_failing_progress_callback_does_not_fail_the_pipeline() -> None:
 
     registry = diamond_registry([])
     pipe = pipeline_tool(make_spec(DIAMOND), registry)
-    assert (
-        await run(pipe, registry, {"text": "q"}, ToolContext(metadata={"progress": progress}))
-    ).ok
+    assert (await run(pipe, registry, {"text": "q"}, ToolContext(progress=progress))).ok
 
 
 def failing_registry(calls: list[str]) -> ToolRegistry:

@@ -220,7 +220,7 @@ async def test_the_task_deadline_shortens_the_wall_time(
     scripted, _ = model
     scripted.then(HANG)
     planner, registry, runner = setup(dialect, model, http)
-    ctx = ToolContext(metadata={"deadline": time.time() + 0.1})
+    ctx = ToolContext(deadline=time.time() + 0.1)
 
     with pytest.raises(PlanningTimeout):
         await planner.run("slow", registry, runner, ctx)

@@ -151,12 +151,12 @@ async def test_task_deadline_caps_the_timeout() -> None:
         await asyncio.Event().wait()
 
     runner = make_runner(hang)
-    past = ToolContext(metadata={"deadline": time.time() - 1})
+    past = ToolContext(deadline=time.time() - 1)
     result = await runner.run_one("hang", ctx=past)
     assert result.error_kind is ErrorKind.TIMEOUT
     assert "deadline" in (result.error or "")
     assert ran == []
-    soon = ToolContext(metadata={"deadline": time.time() + 0.05})
+    soon = ToolContext(deadline=time.time() + 0.05)
     result = await runner.run_one("hang", ctx=soon)
     assert result.error_kind is ErrorKind.TIMEOUT
     assert ran == [True]
