@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node.errors import InvalidArguments
-from node.tooling import Tool, ToolCall, ToolContext, ToolPolicy, ToolRegistry, ToolRunner
+from node.tooling import Tool, Toolbox, ToolCall, ToolContext, ToolPolicy, ToolRunner
 
 
 class Reference(Tool):
@@ -109,7 +109,7 @@ def report(label: str, seconds: float, target_us: float | None = None) -> None:
 def main() -> None:
     quick = "--quick" in sys.argv
     n, rounds = (2_000, 3) if quick else (50_000, 7)
-    registry = ToolRegistry([Reference()])
+    registry = Toolbox([Reference()])
     prepare = registry.prepare_call
 
     def invalid() -> None:

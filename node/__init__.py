@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from node.client import NodeClient, artifacts_of, skill_message, text_message
     from node.errors import ErrorKind, NodeError, ToolError
     from node.server.app import build_node_app
-    from node.tooling import Tool, ToolContext, ToolRegistry, tool
+    from node.tooling import Tool, Toolbox, ToolContext, tool
 
 _EXPORTS = {
     "ErrorKind": "node.errors",
@@ -24,7 +24,7 @@ _EXPORTS = {
     "Tool": "node.tooling",
     "ToolContext": "node.tooling",
     "ToolError": "node.errors",
-    "ToolRegistry": "node.tooling",
+    "Toolbox": "node.tooling",
     "artifacts_of": "node.client",
     "build_node_app": "node.server.app",
     "load_card": "node.card",
@@ -41,7 +41,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
-    "ToolRegistry",
+    "Toolbox",
     "artifacts_of",
     "build_node_app",
     "load_card",

@@ -36,15 +36,8 @@ from node.peers.hops import HopState, check_hop, read_hop
 from node.planning import NeedsInput, Request, parse_request, plan_request
 from node.planning.llm import LLMPlanner
 from node.planning.settings import PlannerSettings
-from node.tooling import (
-    CostBudget,
-    Tool,
-    ToolCall,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    ToolRunner,
-)
+from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
+from node.tooling.budget import CostBudget
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
@@ -90,7 +83,7 @@ class NodeExecutor(AgentExecutor):
 
     def __init__(
         self,
-        tools: ToolRegistry,
+        tools: ToolCatalog,
         skills: Callable[[], Mapping[str, Tool]],
         settings: ExecutorSettings,
     ) -> None:

@@ -80,7 +80,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     card = load_card(args.card)
     tools = assemble_tools(card, Path(args.data_dir or card.server.data_dir))
-    listed = tools.registry.tools()
+    listed = tools.local.tools()
     if args.json:
         print_json(
             [
@@ -117,7 +117,7 @@ async def _call(args: argparse.Namespace) -> int:
     tools = assemble_tools(card, Path(args.data_dir or card.server.data_dir))
     arguments: Any = parse_kv(args.arg)
     if args.data is not None:
-        arguments = args.data  # a JSON string: the tool registry parses and validates it
+        arguments = args.data  # a JSON string: the toolbox parses and validates it
     async with httpx.AsyncClient(timeout=30.0) as http:
         ctx = ToolContext(
             principal="cli",
@@ -126,7 +126,7 @@ async def _call(args: argparse.Namespace) -> int:
             url_guard=tools.url_guard,
             http=http,
         )
-        (result,) = await ToolRunner(tools.registry).run([ToolCall(args.tool, arguments)], ctx)
+        (result,) = await ToolRunner(tools.local).run([ToolCall(args.tool, arguments)], ctx)
     if result.ok:
         print(result.text)
         return 0

@@ -1,12 +1,12 @@
-"""The peer directory: static peers and registry search results, as tools in a ToolRegistry.
+"""The peer directory: static peers and registry search results, as tools in a PeerToolset.
 
 Each refresh fetches every static peer's card (ETag-revalidated) and the registry's healthy
 agents, merges them by agent id (a static entry wins: it carries the token, filters and
-``expose``), drops this node itself, and brings the tool registry in line: one
-:class:`RemoteSkillTool` per kept skill, in group ``peer:<id>``; a peer whose card changed has
-its tools rebuilt, a vanished peer's tools are unregistered. When the registry or a peer cannot
-be reached, the last good view of it stays (a warning is logged; the peer is marked unhealthy).
-Each peer keeps one :class:`PeerClient`, and its circuit breaker survives card changes.
+``expose``), drops this node itself, and swaps a new set of tools into its
+:class:`PeerToolset`: one :class:`RemoteSkillTool` per kept skill, in group ``peer:<id>``; a peer
+whose card changed has its tools rebuilt, a vanished peer's tools are dropped. When the registry
+or a peer cannot be reached, the last good view of it stays (a warning is logged; the peer is
+marked unhealthy). Each peer keeps one :class:`PeerClient`; its breaker survives card changes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -31,8 +31,10 @@ from node.peers.peer_guard import PeerGuard
 from node.peers.registry_client import search_agents
 from node.peers.remote_tool import RemoteSkillTool
 from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer, read_token
+from node.peers.toolset import PeerToolset
 from node.tooling.guards.urls import UrlGuard
-from node.tooling.registry import ToolRegistry
+from node.tooling.schema import compile_schema
+from node.tooling.tool import Tool
 
 __all__ = ["PeerDirectory", "PeerInfo"]
 
@@ -62,7 +64,7 @@ class _Peer:
 @dataclass(slots=True)
 class _Installed:
     fingerprint: tuple[bytes, StaticPeer | None]
-    tools: list[str]
+    tools: list[Tool]
 
 
 def _wanted(skill: AgentSkill, static: StaticPeer | None) -> bool:
@@ -74,33 +76,27 @@ def _wanted(skill: AgentSkill, static: StaticPeer | None) -> bool:
 
 
 class PeerDirectory:
-    """Keeps ``tool_registry`` in line with the peers this node can see."""
+    """Keeps ``toolset`` in line with the peers this node can see."""
 
     def __init__(
         self,
         http: httpx.AsyncClient,
+        settings: PeersSettings,
         *,
         self_id: str,
-        tool_registry: ToolRegistry,
-        static_peers: Sequence[StaticPeer] = (),
-        registry: RegistryConnection | None = None,
-        refresh_s: float | None = None,
-        max_hops: int = 4,
-        call_timeout_s: float = 30.0,
-        retries: int = 3,
-        breaker_failures: int = 5,
-        breaker_cooldown_s: float = 15.0,
-        streaming: bool = True,
+        toolset: PeerToolset,
         peer_guard: PeerGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._http, self.self_id, self._tools = http, self_id, tool_registry
-        self._static, self._registry = tuple(static_peers), registry
-        self.refresh_s = refresh_s or (registry.refresh_s if registry else 15.0)
-        self.max_hops, self.call_timeout_s, self.retries = max_hops, call_timeout_s, retries
-        self._breaker = partial(CircuitBreaker, breaker_failures, breaker_cooldown_s, clock)
-        self._streaming = streaming
-        self._peer_guard = peer_guard  # None: registry peers are not address-checked
+        """``peer_guard`` checks registry peers' addresses (default: ``settings.allow_cidrs``)."""
+        self._http, self.self_id, self.toolset = http, self_id, toolset
+        self.settings = settings
+        registry = settings.registry
+        self.refresh_s = settings.refresh_s or (registry.refresh_s if registry else 15.0)
+        self._breaker = partial(
+            CircuitBreaker, settings.breaker_failures, settings.breaker_cooldown_s, clock
+        )
+        self._peer_guard = peer_guard or PeerGuard(settings.allow_cidrs)
         self._fetcher = CardFetcher(http)
         self._static_cards: dict[str, AgentCard] = {}  # last good card per static URL
         self._registry_peers: dict[str, _Peer] = {}  # last good registry view
@@ -120,23 +116,12 @@ class PeerDirectory:
         settings: PeersSettings,
         *,
         self_id: str,
-        tool_registry: ToolRegistry,
+        tool_registry: object,
     ) -> PeerDirectory:
-        return cls(
-            http,
-            self_id=self_id,
-            tool_registry=tool_registry,
-            static_peers=settings.static,
-            registry=settings.registry,
-            max_hops=settings.max_hops,
-            call_timeout_s=settings.call_timeout_s,
-            retries=settings.retries,
-            breaker_failures=settings.breaker_failures,
-            breaker_cooldown_s=settings.breaker_cooldown_s,
-            refresh_s=settings.refresh_s,
-            streaming=settings.streaming,
-            peer_guard=PeerGuard(settings.allow_cidrs),
-        )
+        """Deprecated spelling of the constructor (node/server/runtime.py still uses it)."""
+        if not isinstance(tool_registry, PeerToolset):
+            raise TypeError(f"the peer directory fills a PeerToolset, not {tool_registry!r}")
+        return cls(http, settings, self_id=self_id, toolset=tool_registry)
 
     def peers(self) -> list[PeerInfo]:
         """The current view, sorted by peer id."""
@@ -148,11 +133,11 @@ class PeerDirectory:
         return out
 
     async def refresh(self) -> None:
-        """Fetch cards and the registry's list, then (un)register tools; never raises for peers."""
+        """Fetch cards and the registry's list, then replace the tool set; never raises."""
         async with self._lock:
-            statics = await asyncio.gather(*(self._fetch_static(p) for p in self._static))
-            if self._registry is not None:
-                await self._fetch_registry(self._registry)
+            statics = await asyncio.gather(*(self._fetch_static(p) for p in self.settings.static))
+            if self.settings.registry is not None:
+                await self._fetch_registry(self.settings.registry)
             view = dict(self._registry_peers)
             view.update((agent_id(p.card), p) for p in statics if p is not None)
             view.pop(self.self_id, None)
@@ -166,13 +151,13 @@ class PeerDirectory:
             self._task = asyncio.create_task(self._loop(), name="peer-directory")
 
     async def aclose(self) -> None:
-        """Stop refreshing and unregister every peer tool."""
+        """Stop refreshing and drop every peer tool."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for pid in list(self._installed):
-            self._uninstall(pid)
+        self._installed = {}
+        self.toolset.replace(())
         self._view = {}
 
     async def _loop(self) -> None:
@@ -253,22 +238,31 @@ class PeerDirectory:
         self.skipped_entries = len(problems)
 
     def _sync(self, view: dict[str, _Peer]) -> None:
-        for pid in set(self._installed) - set(view):
-            self._uninstall(pid)
+        """Rebuild the tools of new and changed peers, then swap in the whole new set."""
+        installed: dict[str, _Installed] = {}
         for pid in set(self._breakers) - set(view):
             del self._breakers[pid]
         for pid, peer in view.items():
             fingerprint = (peer.card.SerializeToString(deterministic=True), peer.static)
-            installed = self._installed.get(pid)
-            if installed is not None and installed.fingerprint == fingerprint:
-                continue
-            if installed is not None:
-                self._uninstall(pid)
-            self._installed[pid] = _Installed(fingerprint, self._install(pid, peer))
+            known = self._installed.get(pid)
+            if known is not None and known.fingerprint == fingerprint:
+                installed[pid] = known
+            else:
+                installed[pid] = _Installed(fingerprint, self._build(pid, peer))
+        tools: dict[str, Tool] = {}
+        for pid, entry in sorted(installed.items()):
+            for tool in entry.tools:
+                if tool.name in tools:
+                    log.warning("peer %s skill tool %s not added: name taken", pid, tool.name)
+                    continue
+                tools[tool.name] = tool
+        self.toolset.replace(tools.values())
+        self._installed = installed
 
-    def _install(self, pid: str, peer: _Peer) -> list[str]:
+    def _build(self, pid: str, peer: _Peer) -> list[Tool]:
         static = peer.static
         env = static.token_env if static else None
+        s = self.settings
         try:
             client = PeerClient(
                 pid,
@@ -276,13 +270,13 @@ class PeerDirectory:
                 http=self._http,
                 token=partial(read_token, env),
                 breaker=self._breakers.setdefault(pid, self._breaker()),
-                retries=self.retries,
-                streaming=self._streaming,
+                retries=s.retries,
+                streaming=s.streaming,
             )
         except ConfigError as exc:
             log.warning("peer %s cannot be called: %s", pid, exc)
             return []
-        names = []
+        tools: list[Tool] = []
         for skill in peer.card.skills:
             if not _wanted(skill, static):
                 continue
@@ -290,20 +284,16 @@ class PeerDirectory:
                 client,
                 skill,
                 self_id=self.self_id,
-                max_hops=self.max_hops,
-                call_timeout_s=self.call_timeout_s,
+                max_hops=s.max_hops,
+                call_timeout_s=s.call_timeout_s,
                 scope="public" if static and static.expose else "internal",
             )
             try:
-                self._tools.register(tool)
+                tool.check()
+                compile_schema(tool.parameters)  # what the toolset compiles: fail here, alone
             except ConfigError as exc:
                 log.warning("peer %s skill %s not added: %s", pid, skill.id, exc)
                 continue
-            names.append(tool.name)
-        log.info("peer %s: %d tool(s) %s", pid, len(names), names)
-        return names
-
-    def _uninstall(self, pid: str) -> None:
-        for name in self._installed.pop(pid).tools:
-            with contextlib.suppress(KeyError):
-                self._tools.unregister(name)
+            tools.append(tool)
+        log.info("peer %s: %d tool(s) %s", pid, len(tools), [t.name for t in tools])
+        return tools

@@ -54,7 +54,10 @@ from tenacity import (
 from node.errors import ConfigError, PeerError
 from node.peers.breaker import CircuitBreaker
 from node.peers.results import message_text, parts_result, task_result
+from node.peers.settings import PeersSettings
 from node.protocol import INTERRUPTED, TERMINAL
+
+_DEFAULTS = PeersSettings()  # one source for the call policy defaults
 
 __all__ = ["PeerClient", "TokenSource", "is_transient"]
 
@@ -127,8 +130,8 @@ class PeerClient:
         http: httpx.AsyncClient,
         token: TokenSource = _no_token,
         breaker: CircuitBreaker | None = None,
-        retries: int = 3,
-        streaming: bool = True,
+        retries: int = _DEFAULTS.retries,
+        streaming: bool = _DEFAULTS.streaming,
         poll_initial_s: float = 0.05,
         poll_max_s: float = 1.0,
         backoff_initial_s: float = 0.1,

@@ -31,16 +31,15 @@ from typing import Any
 from node.errors import ConfigError, ErrorKind, PeerError, ToolError
 from node.pipeline.refs import resolve
 from node.pipeline.spec import PipelineSpec, StepSpec
+from node.tooling.catalog import CombinedCatalog, ToolCatalog, not_found_message
 from node.tooling.context import ToolContext
-from node.tooling.registry import ToolCatalog, not_found_message
 from node.tooling.results import ToolCall, ToolEvent
 from node.tooling.runner import ToolRunner
 from node.tooling.tool import Tool, ToolPolicy
 
-__all__ = ["PEER_SEPARATOR", "PipelineTool", "pipeline_tool"]
+__all__ = ["PipelineTool", "pipeline_tool"]
 
 logger = logging.getLogger("node.pipeline")
-PEER_SEPARATOR = "__"  # peer tools are named "<peer_id>__<skill_id>"; they may appear at run time
 _MAX_REASON = 300  # characters of a failure's reason in a progress message
 
 
@@ -51,29 +50,33 @@ class _Step:
     deps: frozenset[str]
 
 
-def pipeline_tool(spec: PipelineSpec, registry: ToolCatalog) -> PipelineTool:
-    """The tool running ``spec`` over ``registry`` (which should be live: peer tools come later).
+def pipeline_tool(
+    spec: PipelineSpec, local: ToolCatalog, remote: ToolCatalog | None = None
+) -> PipelineTool:
+    """The tool running ``spec`` over the tools of ``local`` and, when given, ``remote``.
 
-    Every step's tool must already be in ``registry`` (:class:`ConfigError` otherwise), except
-    peer tools (a name holding ``"__"``), which are looked up when their step runs.
+    ``local`` is fixed: a step naming a tool it lacks is a :class:`ConfigError`, unless a
+    ``remote`` catalog (the peers' tools, which come and go) is given; such a step's tool is
+    looked up in ``remote`` when the step runs.
     """
-    local: list[Tool] = []
+    found: list[Tool] = []
     for step in spec.steps:
-        found = registry.get(step.tool)
-        if found is not None:
-            local.append(found)
-        elif PEER_SEPARATOR not in step.tool:
-            names = frozenset(d.name for d in registry.definitions())
+        tool = local.get(step.tool)
+        if tool is not None:
+            found.append(tool)
+        elif remote is None:
+            names = frozenset(d.name for d in local.definitions())
             raise ConfigError(
                 f"pipeline {spec.id!r}, step {step.id!r}: {not_found_message(step.tool, names)}"
             )
-    return PipelineTool(spec, registry, local)
+    catalog = local if remote is None else CombinedCatalog(local, remote)
+    return PipelineTool(spec, catalog, found)
 
 
 class PipelineTool(Tool):
     """One pipeline skill; build it with :func:`pipeline_tool`."""
 
-    def __init__(self, spec: PipelineSpec, registry: ToolCatalog, local: Sequence[Tool]) -> None:
+    def __init__(self, spec: PipelineSpec, catalog: ToolCatalog, local: Sequence[Tool]) -> None:
         self.spec = spec
         self.name, self.description = spec.id, spec.description
         self.parameters = spec.input_schema
@@ -86,7 +89,7 @@ class PipelineTool(Tool):
             tags=tuple(spec.tags),
             examples=tuple(spec.examples),
         )
-        self._catalog = registry
+        self._catalog = catalog
         self._steps = tuple(_Step(s, s.template(), frozenset(s.dependencies())) for s in spec.steps)
         self._outputs = spec.output_steps()
 
@@ -150,7 +153,7 @@ class _Run:
             try:
                 arguments = resolve(step.template, input=self.input, steps=self.outputs,
                                     step=step.spec.id)  # fmt: skip
-                if PEER_SEPARATOR in step.spec.tool and step.spec.tool not in self.tool._catalog:
+                if step.spec.tool not in self.tool._catalog:  # a peer tool that went away
                     raise PeerError(
                         f"step {step.spec.id!r}: peer tool {step.spec.tool!r} is not available "
                         "(peer down or not discovered)"

@@ -37,8 +37,8 @@ from node.planning.providers import (
 )
 from node.planning.settings import PlannerSettings
 from node.tooling import ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
+from node.tooling.catalog import not_found_message
 from node.tooling.context import ProgressCallback
-from node.tooling.registry import not_found_message
 
 __all__ = [
     "CostLimitExceeded",

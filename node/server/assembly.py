@@ -1,22 +1,26 @@
 """Assemble a node's tools from its card: built-ins, plugins, declared tools, pipelines, guards.
 
 The card lists which tools to load (``tools:``), optionally overriding their policy, and declares
-schema-first tools (``declared_tools:``). Public tools are the node's skills; peers' tools are
-added later by the peer directory (internal unless a peer is exposed).
+schema-first tools (``declared_tools:``). These local tools are fixed once assembled (a
+:class:`Toolbox`); the peers' tools live in a :class:`PeerToolset` the peer directory refreshes.
+The node's catalog is both, local first. Public tools are the node's skills.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from node.card import NodeCard, ToolRef
 from node.errors import ConfigError
+from node.peers.toolset import PeerToolset
 from node.pipeline import pipeline_tool
 from node.server.agent_card import SkillSpec
-from node.tooling import Tool, ToolRegistry
+from node.tooling import CombinedCatalog, Tool, Toolbox
+from node.tooling.catalog import public
 from node.tooling.declared import declared_tool
 from node.tooling.guards.paths import Workspace
 from node.tooling.guards.urls import UrlGuard
@@ -25,22 +29,39 @@ from node.tooling.loader import discover_tools
 
 @dataclass(slots=True)
 class NodeTools:
-    """The registry plus the guards the node's tools run under."""
+    """The node's tools (local and peers', as one catalog) and the guards they run under."""
 
-    registry: ToolRegistry
+    local: Toolbox
+    peers: PeerToolset
     workspace: Workspace
     url_guard: UrlGuard
-    _skills: tuple[object, Mapping[str, Tool]] = (None, {})
+    catalog: CombinedCatalog = field(init=False)
+    _skills: tuple[Hashable, Mapping[str, Tool]] = ((), {})
+
+    def __post_init__(self) -> None:
+        self.catalog = CombinedCatalog(self.local, self.peers)
+        self._skills = (None, {})
+
+    @property
+    def registry(self) -> Any:
+        """Deprecated: the peer toolset, as node/server/runtime.py hands it to the directory."""
+        return self.peers
+
+    @property
+    def revision(self) -> Hashable:
+        """Changes whenever the node's tools do (the served card is rebuilt then)."""
+        return self.catalog.revision
 
     def skills(self) -> Mapping[str, Tool]:
         """Public tools by name: what remote callers may call (recomputed when tools change)."""
-        definitions = self.registry.definitions()  # the same object until the registry changes
-        if self._skills[0] is not definitions:
-            self._skills = (definitions, {str(t.name): t for t in self.public_definitions()})
+        revision = self.catalog.revision
+        if self._skills[0] != revision:
+            self._skills = (revision, {t.name: t for t in self.public_tools()})
         return self._skills[1]
 
-    def public_definitions(self) -> list[Tool]:
-        return [t for t in self.registry.tools() if t.scope == "public"]
+    def public_tools(self) -> list[Tool]:
+        found = (self.catalog.get(d.name) for d in public(self.catalog).definitions())
+        return [t for t in found if t is not None]
 
     def skill_specs(self) -> list[SkillSpec]:
         return [
@@ -53,7 +74,7 @@ class NodeTools:
                 examples=t.policy.examples,
                 requires=t.policy.requires,
             )
-            for t in self.public_definitions()
+            for t in self.public_tools()
         ]
 
 
@@ -68,22 +89,25 @@ def _apply(tool: Tool, ref: ToolRef) -> Tool:
 
 
 def assemble_tools(card: NodeCard, data_dir: Path, extra_tools: Iterable[Tool] = ()) -> NodeTools:
-    """Build the node's tool registry and guards from its card (creates the workspace folder).
+    """Build the node's tools and guards from its card (creates the workspace folder).
 
-    ``extra_tools`` are registered as given, beside the card's: the Python API's way to add tools.
+    ``extra_tools`` are added as given, beside the card's: the Python API's way to add tools.
+    A pipeline step naming no local tool is looked up among the peers' tools when it runs
+    (peers may also come from the command line: ``serve --registry``).
     """
     available = discover_tools()
-    registry = ToolRegistry(extra_tools)
+    tools = list(extra_tools)
     for ref in card.tool_refs():
         found = available.get(ref.name)
         if found is None:
             raise ConfigError(f"card {card.id!r}: unknown tool {ref.name!r}")
-        registry.register(_apply(found, ref))
-    for spec in card.declared_tools:
-        registry.register(declared_tool(spec.model_dump(exclude_none=True)))
-    for pipeline in card.pipelines:
-        registry.register(pipeline_tool(pipeline, registry))
+        tools.append(_apply(found, ref))
+    tools.extend(declared_tool(spec.model_dump(exclude_none=True)) for spec in card.declared_tools)
+    local = Toolbox(tools)
+    peers = PeerToolset()
+    for pipeline in card.pipelines:  # each sees the local tools before it, and the peers'
+        local = local.extended([pipeline_tool(pipeline, local, peers)])
     root = data_dir / card.workspace.root
     root.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(root, read_roots=card.workspace.read_roots)
-    return NodeTools(registry, workspace, UrlGuard(allow_cidrs=card.network.allow_cidrs))
+    return NodeTools(local, peers, workspace, UrlGuard(allow_cidrs=card.network.allow_cidrs))

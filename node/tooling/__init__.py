@@ -1,57 +1,48 @@
-"""The tool engine: the Tool contract, function tools, registry, runner and loader."""
+"""The tool engine: the Tool contract and its policy, function tools, catalogs and the runner.
+
+Everything else (schemas, isolation pools, loaders, declared tools) lives in its submodule.
+"""
 
 from __future__ import annotations
 
-from node.tooling.budget import CostBudget
-from node.tooling.context import ToolContext
-from node.tooling.declared import CommandTool, HttpTool, declared_tool
-from node.tooling.function_tool import FunctionTool, tool
-from node.tooling.isolation import Isolation, WorkerPool, run_in_process
-from node.tooling.loader import (
-    build_registry,
-    discover_tools,
-    load_builtin_tools,
-    load_plugin_tools,
-)
-from node.tooling.registry import (
-    FilteredRegistry,
+from typing import Any
+
+from node.tooling.catalog import (
+    CombinedCatalog,
+    FilteredCatalog,
     PreparedCall,
+    Toolbox,
     ToolCatalog,
     ToolDefinition,
-    ToolRegistry,
 )
-from node.tooling.results import ToolCall, ToolEvent, ToolResult
-from node.tooling.runner import OutputSink, ToolRunner
-from node.tooling.schema import ArgumentSchema, compile_schema
+from node.tooling.context import ProgressCallback, ToolContext
+from node.tooling.function_tool import FunctionTool, tool
+from node.tooling.isolation import run_in_process
+from node.tooling.results import ToolCall, ToolResult
+from node.tooling.runner import ToolRunner
 from node.tooling.tool import Tool, ToolPolicy
 
 __all__ = [
-    "ArgumentSchema",
-    "CommandTool",
-    "CostBudget",
-    "FilteredRegistry",
+    "CombinedCatalog",
+    "FilteredCatalog",
     "FunctionTool",
-    "HttpTool",
-    "Isolation",
-    "OutputSink",
     "PreparedCall",
+    "ProgressCallback",
     "Tool",
     "ToolCall",
     "ToolCatalog",
     "ToolContext",
     "ToolDefinition",
-    "ToolEvent",
     "ToolPolicy",
-    "ToolRegistry",
     "ToolResult",
     "ToolRunner",
-    "WorkerPool",
-    "build_registry",
-    "compile_schema",
-    "declared_tool",
-    "discover_tools",
-    "load_builtin_tools",
-    "load_plugin_tools",
+    "Toolbox",
     "run_in_process",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ToolRegistry":  # the old name, still used by node/server/runtime.py and the README
+        return Toolbox
+    raise AttributeError(f"module 'node.tooling' has no attribute {name!r}")

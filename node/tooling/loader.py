@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from node.errors import ConfigError
+from node.tooling.catalog import Toolbox
 from node.tooling.declared import declared_tool
-from node.tooling.registry import ToolRegistry
 from node.tooling.tool import Tool
 
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "build_registry",
+    "build_toolbox",
     "discover_tools",
     "load_builtin_tools",
     "load_plugin_tools",
@@ -109,26 +109,25 @@ def discover_tools(package: str = "tools", group: str = ENTRY_POINT_GROUP) -> di
     return {**load_plugin_tools(group, reserved=builtins), **builtins}
 
 
-def build_registry(
+def build_toolbox(
     select: Iterable[str] | None = None,
     *,
     declared: Iterable[Mapping[str, Any]] = (),
     package: str = "tools",
     group: str = ENTRY_POINT_GROUP,
-) -> ToolRegistry:
-    """A registry of the selected discovered tools (all when ``select`` is None) and declared ones.
+) -> Toolbox:
+    """A toolbox of the selected discovered tools (all when ``select`` is None) and declared ones.
 
     An unknown name in ``select`` is a :class:`ConfigError`; so is a declared tool whose name is
     taken.
     """
     available = discover_tools(package, group)
     names = sorted(available) if select is None else list(select)
-    registry = ToolRegistry()
+    tools: list[Tool] = []
     for name in names:
         tool = available.get(name)
         if tool is None:
             raise ConfigError(f"unknown tool {name!r} (not a built-in or an installed plugin)")
-        registry.register(tool)
-    for spec in declared:
-        registry.register(declared_tool(spec))
-    return registry
+        tools.append(tool)
+    tools.extend(declared_tool(spec) for spec in declared)
+    return Toolbox(tools)

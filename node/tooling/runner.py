@@ -24,8 +24,8 @@ from time import perf_counter
 from typing import Any, Protocol, cast
 
 from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolTimeout
+from node.tooling.catalog import PreparedCall, ToolCatalog
 from node.tooling.context import ToolContext
-from node.tooling.registry import PreparedCall, ToolCatalog
 from node.tooling.results import (
     EventCallback,
     ToolCall,

@@ -9,9 +9,10 @@ import pytest
 
 from node.errors import PeerError
 from node.peers.directory import PeerDirectory
+from node.peers.peer_guard import PeerGuard
 from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer
+from node.peers.toolset import PeerToolset
 from node.tooling.context import ToolContext
-from node.tooling.registry import ToolRegistry
 from tests.peers.peers_support import (
     REGISTRY_TOKEN,
     PeerFactory,
@@ -28,9 +29,14 @@ B_TOOLS = {"b__add", "b__fail", "b__ask", "b__slow", "b__hops", "b__shout"}
 
 
 def directory(
-    http: httpx.AsyncClient, tools: ToolRegistry, *static: StaticPeer, **kw: object
+    http: httpx.AsyncClient,
+    tools: PeerToolset,
+    *static: StaticPeer,
+    registry: RegistryConnection | None = None,
+    peer_guard: PeerGuard | None = None,
 ) -> PeerDirectory:
-    return PeerDirectory(http, self_id="a", tool_registry=tools, static_peers=static, **kw)  # type: ignore[arg-type]
+    settings = PeersSettings(static=list(static), registry=registry)
+    return PeerDirectory(http, settings, self_id="a", toolset=tools, peer_guard=peer_guard)
 
 
 async def register(http: httpx.AsyncClient, registry_url: str, peer_url: str) -> None:
@@ -47,7 +53,7 @@ async def test_static_peers_become_tools_that_work(
 ) -> None:
     b = await start_peer()
     c = await start_peer(agent_id="c", name="Peer C")
-    tools = ToolRegistry()
+    tools = PeerToolset()
     card_url = f"{c.url}/.well-known/agent-card.json"  # a full card URL works as well as a base
     peers = directory(http, tools, StaticPeer(url=b.url), StaticPeer(url=card_url))
     await peers.refresh()
@@ -65,7 +71,7 @@ async def test_filters_pick_skills_and_tags_and_expose_publishes(
 ) -> None:
     b = await start_peer()
     c = await start_peer(agent_id="c", name="Peer C")
-    tools = ToolRegistry()
+    tools = PeerToolset()
     await directory(
         http,
         tools,
@@ -83,7 +89,7 @@ async def test_this_node_is_never_its_own_peer(
     http: httpx.AsyncClient, start_peer: PeerFactory
 ) -> None:
     me = await start_peer(agent_id="a", name="Me")
-    tools = ToolRegistry()
+    tools = PeerToolset()
     peers = directory(http, tools, StaticPeer(url=me.url))
     await peers.refresh()
     assert len(tools) == 0
@@ -95,7 +101,7 @@ async def test_unreachable_static_peer_keeps_its_last_card(
 ) -> None:
     sock, absent = free_socket(), free_socket()
     never = url_of(absent)
-    tools = ToolRegistry()
+    tools = PeerToolset()
     async with contextlib.AsyncExitStack() as stack:
         card = peer_card(url_of(sock))
         url = await stack.enter_async_context(running(peer_app(card, Recorder()), sock))
@@ -115,7 +121,7 @@ async def test_registry_peers_come_and_go(
 ) -> None:
     b = await start_peer()
     c = await start_peer(agent_id="c", name="Peer C")
-    tools = ToolRegistry()
+    tools = PeerToolset()
     async with running(registry_app(str(tmp_path / "r.db")), free_socket()) as registry_url:
         await register(http, registry_url, b.url)
         await register(http, registry_url, c.url)
@@ -136,7 +142,7 @@ async def test_registry_down_keeps_the_last_good_view(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     b = await start_peer()
-    tools = ToolRegistry()
+    tools = PeerToolset()
     async with running(registry_app(str(tmp_path / "r.db")), free_socket()) as registry_url:
         await register(http, registry_url, b.url)
         peers = directory(http, tools, registry=RegistryConnection(url=registry_url))
@@ -152,7 +158,7 @@ async def test_static_entry_wins_over_the_registry_entry(
     http: httpx.AsyncClient, start_peer: PeerFactory, tmp_path: Path
 ) -> None:
     b = await start_peer()
-    tools = ToolRegistry()
+    tools = PeerToolset()
     async with running(registry_app(str(tmp_path / "r.db")), free_socket()) as registry_url:
         await register(http, registry_url, b.url)
         static = StaticPeer(url=b.url, skills=["add"])
@@ -166,10 +172,10 @@ async def test_background_refresh_finds_new_peers_and_close_removes_tools(
     http: httpx.AsyncClient, start_peer: PeerFactory, tmp_path: Path
 ) -> None:
     b = await start_peer()
-    tools = ToolRegistry()
+    tools = PeerToolset()
     async with running(registry_app(str(tmp_path / "r.db")), free_socket()) as registry_url:
         settings = PeersSettings(registry=RegistryConnection(url=registry_url, refresh_s=0.02))
-        peers = PeerDirectory.from_settings(http, settings, self_id="a", tool_registry=tools)
+        peers = PeerDirectory(http, settings, self_id="a", toolset=tools)
         peers.start()
         await eventually(lambda: peers.refreshes >= 1)
         assert len(tools) == 0
@@ -183,7 +189,7 @@ async def test_peer_token_comes_from_the_environment(
     http: httpx.AsyncClient, start_peer: PeerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     b = await start_peer(wrap=lambda app: RequireToken(app, "s3cret"))
-    tools = ToolRegistry()
+    tools = PeerToolset()
     await directory(http, tools, StaticPeer(url=b.url, token_env="B_TOKEN")).refresh()
     call = tools.prepare_call("b__add", {"a": 1, "b": 2})
     with pytest.raises(PeerError, match="B_TOKEN"):
@@ -195,7 +201,6 @@ async def test_peer_token_comes_from_the_environment(
 async def test_registry_peers_must_live_at_allowed_addresses(
     http: httpx.AsyncClient, start_peer: PeerFactory, tmp_path: Path
 ) -> None:
-    from node.peers.peer_guard import PeerGuard
     from tests.peers.peers_support import Recorder as _Recorder
 
     good = await start_peer()  # on 127.0.0.1, like the registry: allowed without configuration
@@ -209,16 +214,16 @@ async def test_registry_peers_must_live_at_allowed_addresses(
         await register(http, registry_url, good.url)
         await register(http, registry_url, inner_url)
         link = RegistryConnection(url=registry_url)
-        guarded = directory(http, ToolRegistry(), registry=link, peer_guard=PeerGuard())
+        guarded = directory(http, PeerToolset(), registry=link, peer_guard=PeerGuard())
         await guarded.refresh()
         assert {p.id for p in guarded.peers()} == {"b"}
         allowed = directory(
-            http, ToolRegistry(), registry=link, peer_guard=PeerGuard(["10.0.0.0/8"])
+            http, PeerToolset(), registry=link, peer_guard=PeerGuard(["10.0.0.0/8"])
         )
         await allowed.refresh()
         assert {p.id for p in allowed.peers()} == {"b", "inner"}
-        from_card = PeerDirectory.from_settings(
-            http, PeersSettings(registry=link), self_id="a", tool_registry=ToolRegistry()
+        from_card = PeerDirectory(
+            http, PeersSettings(registry=link), self_id="a", toolset=PeerToolset()
         )
         await from_card.refresh()
         assert {p.id for p in from_card.peers()} == {"b"}

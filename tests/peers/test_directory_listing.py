@@ -21,8 +21,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from node.peers.directory import PeerDirectory
-from node.peers.settings import RegistryConnection
-from node.tooling.registry import ToolRegistry
+from node.peers.settings import PeersSettings, RegistryConnection
+from node.peers.toolset import PeerToolset
 from tests.peers.peers_support import REGISTRY_TOKEN, PeerFactory, registry_app
 from tests.servers import free_socket, running
 
@@ -30,10 +30,9 @@ B_TOOLS = {"b__add", "b__fail", "b__ask", "b__slow", "b__hops", "b__shout"}
 C_TOOLS = {name.replace("b__", "c__") for name in B_TOOLS}
 
 
-def coordinator(http: httpx.AsyncClient, tools: ToolRegistry, registry_url: str) -> PeerDirectory:
-    return PeerDirectory(
-        http, self_id="a", tool_registry=tools, registry=RegistryConnection(url=registry_url)
-    )
+def coordinator(http: httpx.AsyncClient, tools: PeerToolset, registry_url: str) -> PeerDirectory:
+    settings = PeersSettings(registry=RegistryConnection(url=registry_url))
+    return PeerDirectory(http, settings, self_id="a", toolset=tools)
 
 
 async def test_a_coordinator_finds_the_good_peers_past_a_poisoned_registry_row(
@@ -70,7 +69,7 @@ async def test_a_coordinator_finds_the_good_peers_past_a_poisoned_registry_row(
     conn.close()
 
     async with running(registry_app(str(db)), free_socket()) as registry_url:
-        tools = ToolRegistry()
+        tools = PeerToolset()
         peers = coordinator(http, tools, registry_url)
         await peers.refresh()
         assert [(p.id, p.healthy, p.source) for p in peers.peers()] == [
@@ -137,7 +136,7 @@ async def test_one_malformed_entry_in_a_listing_costs_only_itself(
         '{"agents": [' + ", ".join([good[0], *bad, good[1]]) + '], "next_page_token": null}'
     ).encode()
     async with running(stand_in.app(), free_socket(), lifespan="off") as registry_url:
-        tools = ToolRegistry()
+        tools = PeerToolset()
         peers = coordinator(http, tools, registry_url)
         with caplog.at_level(logging.WARNING, logger="node.peers.directory"):
             await peers.refresh()
@@ -161,7 +160,7 @@ async def test_a_listing_too_deep_to_parse_keeps_the_last_view(
     good = json.dumps(entry(card_json(b), "b"))
     stand_in.body = ('{"agents": [' + good + '], "next_page_token": null}').encode()
     async with running(stand_in.app(), free_socket(), lifespan="off") as registry_url:
-        tools = ToolRegistry()
+        tools = PeerToolset()
         peers = coordinator(http, tools, registry_url)
         await peers.refresh()
         assert [(p.id, p.healthy) for p in peers.peers()] == [("b", True)]

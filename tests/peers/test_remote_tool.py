@@ -107,7 +107,7 @@ async def test_slow_peer_hits_the_deadline_and_its_task_is_cancelled(
     http: httpx.AsyncClient, start_peer: PeerFactory
 ) -> None:
     peer = await start_peer()
-    tool = skill_tool(http, peer.card, "slow", call_timeout_s=0.3)
+    tool = skill_tool(http, peer.card, "slow", call_timeout_s=0.3, streaming=True)
     with pytest.raises(PeerError, match=r"peer b did not finish within 0\.3s"):
         await tool.execute({}, ctx())
     assert len(peer.recorder.cancels) == 1

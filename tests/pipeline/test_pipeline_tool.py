@@ -6,8 +6,9 @@ from typing import Any
 import pytest
 
 from node.errors import ConfigError, ErrorKind
+from node.peers.toolset import PeerToolset
 from node.pipeline import PipelineSpec, PipelineTool, pipeline_tool
-from node.tooling import Tool, ToolContext, ToolRegistry, ToolRunner, tool
+from node.tooling import Tool, Toolbox, ToolContext, ToolRunner, tool
 
 WAIT = 2.0  # seconds a test waits for something that should happen at once
 
@@ -19,13 +20,12 @@ def make_spec(steps: list[Any], **extra: Any) -> PipelineSpec:
 
 
 async def run(
-    pipe: Tool, registry: ToolRegistry, arguments: Any = None, ctx: ToolContext | None = None
+    pipe: Tool, registry: Toolbox, arguments: Any = None, ctx: ToolContext | None = None
 ) -> Any:
-    registry.register(pipe)
-    return await ToolRunner(registry).run_one(pipe.name, arguments, ctx)
+    return await ToolRunner(registry.extended([pipe])).run_one(pipe.name, arguments, ctx)
 
 
-def diamond_registry(log: list[str]) -> ToolRegistry:
+def diamond_registry(log: list[str]) -> Toolbox:
     started = {"b": asyncio.Event(), "c": asyncio.Event()}
 
     @tool(read_only=True)
@@ -48,7 +48,7 @@ def diamond_registry(log: list[str]) -> ToolRegistry:
         log.append("d")
         return {"joined": f"{left}|{right}", "count": count}
 
-    return ToolRegistry([source, meet, join])
+    return Toolbox([source, meet, join])
 
 
 DIAMOND = [
@@ -92,7 +92,7 @@ async def test_steps_that_are_not_concurrency_safe_run_alone_in_declaration_orde
         log.append(name)
         return name
 
-    registry = ToolRegistry([write])
+    registry = Toolbox([write])
     steps = [{"id": n, "tool": "write", "arguments": {"name": n}} for n in ("x", "y", "z")]
     result = await run(pipeline_tool(make_spec(steps), registry), registry)
     assert result.output == {"x": "x", "y": "y", "z": "z"}
@@ -131,7 +131,7 @@ async def test_a_failing_progress_callback_does_not_fail_the_pipeline() -> None:
     assert (await run(pipe, registry, {"text": "q"}, ToolContext(progress=progress))).ok
 
 
-def failing_registry(calls: list[str]) -> ToolRegistry:
+def failing_registry(calls: list[str]) -> Toolbox:
     @tool(read_only=True)
     async def boom() -> str:
         """Always fails."""
@@ -144,7 +144,7 @@ def failing_registry(calls: list[str]) -> ToolRegistry:
         calls.append("echo")
         return value
 
-    return ToolRegistry([boom, echo])
+    return Toolbox([boom, echo])
 
 
 async def test_on_error_stop_fails_the_pipeline_naming_the_step() -> None:
@@ -196,12 +196,12 @@ async def test_step_arguments_are_validated_against_the_step_tool() -> None:
         """Double n."""
         return 2 * n
 
-    registry = ToolRegistry([double])
+    registry = Toolbox([double])
     steps = [{"id": "x", "tool": "double", "arguments": {"n": "$input/n"}}]
     pipe = pipeline_tool(make_spec(steps), registry)
     result = await run(pipe, registry, {"n": "21"})  # cast by the step tool's schema
     assert result.output == 42
-    bad = await ToolRunner(registry).run_one("pipe", {"n": "lots"})
+    bad = await ToolRunner(registry.extended([pipe])).run_one("pipe", {"n": "lots"})
     assert bad.error_kind is ErrorKind.INVALID_ARGUMENTS
     assert bad.error is not None and bad.error.startswith("pipeline 'pipe': step 'x' (double)")
 
@@ -215,7 +215,7 @@ async def test_unknown_local_tool_is_a_config_error_at_build_time() -> None:
 async def test_absent_peer_tool_is_a_clear_error_when_its_step_runs() -> None:
     registry = failing_registry([])
     steps = [{"id": "a", "tool": "echo"}, {"id": "b", "tool": "text__keywords", "after": ["a"]}]
-    pipe = pipeline_tool(make_spec(steps), registry)  # no error: peers appear at run time
+    pipe = pipeline_tool(make_spec(steps), registry, PeerToolset())  # peers appear at run time
     result = await run(pipe, registry)
     assert not result.ok
     assert result.error_kind is ErrorKind.PEER
@@ -227,14 +227,15 @@ async def test_absent_peer_tool_is_a_clear_error_when_its_step_runs() -> None:
 
 async def test_peer_tool_registered_after_build_is_used() -> None:
     registry = failing_registry([])
-    pipe = pipeline_tool(make_spec([{"id": "a", "tool": "text__upper"}]), registry)
+    peers = PeerToolset()
+    pipe = pipeline_tool(make_spec([{"id": "a", "tool": "text__upper"}]), registry, peers)
 
     @tool(name="text__upper", read_only=True)
     async def upper(text: str = "hi") -> str:
         """Upper-case a text."""
         return text.upper()
 
-    registry.register(upper)
+    peers.replace([upper])
     assert (await run(pipe, registry)).output == "HI"
 
 
@@ -245,7 +246,7 @@ async def test_step_timeout_replaces_the_tool_timeout() -> None:
         await asyncio.Event().wait()
         return "never"
 
-    registry = ToolRegistry([hang])
+    registry = Toolbox([hang])
     steps = [{"id": "h", "tool": "hang", "timeout": 0.05, "on_error": "continue"}]
     result = await run(pipeline_tool(make_spec(steps), registry), registry)
     assert result.output == {
@@ -260,11 +261,10 @@ async def test_capabilities_are_checked_for_each_step() -> None:
         """Needs a capability."""
         return "s"
 
-    registry = ToolRegistry([secret])
+    registry = Toolbox([secret])
     pipe = pipeline_tool(make_spec([{"id": "s", "tool": "secret"}]), registry)
     assert pipe.requires == {"files"}
-    registry.register(pipe)
-    runner = ToolRunner(registry)
+    runner = ToolRunner(registry.extended([pipe]))
     denied = await runner.run_one("pipe", {}, ToolContext())
     assert denied.error_kind is ErrorKind.CAPABILITY_MISSING
     granted = await runner.run_one("pipe", {}, ToolContext(capabilities=frozenset({"files"})))
@@ -287,11 +287,11 @@ def test_the_pipeline_is_a_tool_with_the_spec_and_its_steps_policy() -> None:
     assert pipe.policy.tags == ("demo",)
     assert pipe.requires == {"net"}
     assert not pipe.read_only  # "join" writes
-    registry.register(pipe)
-    definition = next(d for d in registry.definitions() if d.name == "pipe")
+    definition = next(d for d in registry.extended([pipe]).definitions() if d.name == "pipe")
     assert definition.parameters["required"] == ["text"]
 
-    reader = pipeline_tool(make_spec([DIAMOND[0], {"id": "p", "tool": "x__y"}]), registry)
+    steps = [DIAMOND[0], {"id": "p", "tool": "x__y"}]
+    reader = pipeline_tool(make_spec(steps), registry, PeerToolset())
     assert reader.read_only and reader.concurrency_safe  # peer steps count as read-only
 
 
@@ -307,7 +307,7 @@ async def test_pipelines_can_call_pipelines() -> None:
     registry = failing_registry([])
     steps = [{"id": "e", "tool": "echo", "arguments": {"value": "$input/v"}}]
     inner = pipeline_tool(make_spec(steps, id="inner"), registry)
-    registry.register(inner)
+    registry = registry.extended([inner])
     outer = pipeline_tool(
         make_spec([{"id": "i", "tool": "inner", "arguments": {"v": [1, "$$x"]}}]), registry
     )
@@ -316,7 +316,7 @@ async def test_pipelines_can_call_pipelines() -> None:
 
 async def test_input_schema_defaults_fill_absent_arguments() -> None:
     from node.pipeline import PipelineSpec, pipeline_tool
-    from node.tooling import ToolRegistry, ToolRunner, tool
+    from node.tooling import Toolbox, ToolRunner, tool
 
     @tool(read_only=True)
     def repeat(word: str, times: int) -> str:
@@ -328,7 +328,7 @@ async def test_input_schema_defaults_fill_absent_arguments() -> None:
         """
         return word * times
 
-    registry = ToolRegistry([repeat])
+    registry = Toolbox([repeat])
     spec = PipelineSpec.model_validate(
         {
             "id": "rep",
@@ -350,7 +350,7 @@ async def test_input_schema_defaults_fill_absent_arguments() -> None:
             ],
         }
     )
-    registry.register(pipeline_tool(spec, registry))
+    registry = registry.extended([pipeline_tool(spec, registry)])
     result = await ToolRunner(registry).run_one("rep", {"word": "ab"})
     assert result.ok, result.error
     assert result.output == "ababab"
@@ -358,7 +358,7 @@ async def test_input_schema_defaults_fill_absent_arguments() -> None:
 
 async def test_a_large_structured_step_output_stays_whole_for_later_steps() -> None:
     from node.pipeline import PipelineSpec, pipeline_tool
-    from node.tooling import ToolRegistry, ToolRunner, tool
+    from node.tooling import Toolbox, ToolRunner, tool
 
     @tool(read_only=True, max_output=100)
     def big() -> dict:
@@ -374,7 +374,7 @@ async def test_a_large_structured_step_output_stays_whole_for_later_steps() -> N
         """
         return len(items)
 
-    registry = ToolRegistry([big, count])
+    registry = Toolbox([big, count])
     spec = PipelineSpec.model_validate(
         {
             "id": "p",
@@ -385,7 +385,7 @@ async def test_a_large_structured_step_output_stays_whole_for_later_steps() -> N
             ],
         }
     )
-    registry.register(pipeline_tool(spec, registry))
+    registry = registry.extended([pipeline_tool(spec, registry)])
     result = await ToolRunner(registry).run_one("p", {})
     assert result.ok, result.error
     assert result.output == 1000

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from node.planning.llm import LLMPlanner
-from node.tooling import ToolContext, ToolRegistry, ToolRunner, tool
+from node.tooling import Toolbox, ToolContext, ToolRunner, tool
 from tests.planning.planning_support import KEY, KEY_ENV, AnthropicDialect, Model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -30,7 +30,7 @@ async def test_request_shapes(
         ),
         anthropic.reply("5"),
     )
-    registry = ToolRegistry([add])
+    registry = Toolbox([add])
     settings = anthropic.settings(
         url, api_key_env=KEY_ENV, system_prompt="Be brief.", max_tokens=99
     )
@@ -92,7 +92,7 @@ async def test_request_shapes(
 async def test_no_key_header_without_a_key(model: Model, http: httpx.AsyncClient):
     scripted, url = model
     scripted.then(anthropic.reply("hi"))
-    registry = ToolRegistry([add])
+    registry = Toolbox([add])
     planner = LLMPlanner.from_settings(anthropic.settings(url), http)
     await planner.run("hi", registry, ToolRunner(registry), ToolContext())
     assert "x-api-key" not in scripted.requests[0].headers

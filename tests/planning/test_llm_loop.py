@@ -18,7 +18,9 @@ from node.planning.llm import (
     ToolCallLimitExceeded,
 )
 from node.planning.providers import Usage
-from node.tooling import CostBudget, ToolContext, ToolRegistry, ToolRunner, tool
+from node.tooling import Toolbox, ToolContext, ToolRunner, tool
+from node.tooling.budget import CostBudget
+from node.tooling.catalog import public
 from tests.planning.planning_support import HANG, Dialect, Model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,8 +41,8 @@ async def upper(text: str) -> str:
 
 def setup(
     dialect: Dialect, model: Model, http: httpx.AsyncClient, *tools: Any, **settings: Any
-) -> tuple[LLMPlanner, ToolRegistry, ToolRunner]:
-    registry = ToolRegistry(tools or (add, upper))
+) -> tuple[LLMPlanner, Toolbox, ToolRunner]:
+    registry = Toolbox(tools or (add, upper))
     planner = LLMPlanner.from_settings(dialect.settings(model[1], **settings), http)
     return planner, registry, ToolRunner(registry)
 
@@ -150,7 +152,7 @@ async def test_tools_outside_the_catalog_never_run(
     scripted.then(dialect.reply(calls=[("c1", "secret_admin", {})]), dialect.reply("no"))
     planner, registry, runner = setup(dialect, model, http, add, secret_admin)
 
-    outcome = await planner.run("go", registry.public(), runner, ToolContext())
+    outcome = await planner.run("go", public(registry), runner, ToolContext())
 
     assert ran == []
     assert outcome.results[0].error_kind == ErrorKind.NOT_FOUND

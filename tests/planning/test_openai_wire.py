@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from node.planning.llm import LLMPlanner
-from node.tooling import ToolContext, ToolRegistry, ToolRunner, tool
+from node.tooling import Toolbox, ToolContext, ToolRunner, tool
 from tests.planning.planning_support import KEY, KEY_ENV, Model, OpenAIDialect
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -29,7 +29,7 @@ async def run_two_steps(
 ) -> None:
     scripted, url = model
     scripted.then(openai.reply(calls=[("call_9", "add", arguments)]), openai.reply("5"))
-    registry = ToolRegistry([add])
+    registry = Toolbox([add])
     planner = LLMPlanner.from_settings(openai.settings(url, **settings), http)
     await planner.run("add 2 and 3", registry, ToolRunner(registry), ToolContext())
 
@@ -59,7 +59,7 @@ async def test_request_shapes(
                 "function": {
                     "name": "add",
                     "description": "Add two integers.",
-                    "parameters": ToolRegistry([add]).definitions()[0].parameters,
+                    "parameters": Toolbox([add]).definitions()[0].parameters,
                 },
             }
         ],

@@ -8,7 +8,7 @@ import pytest
 from node.errors import PlanningError
 from node.planning.llm import LLMPlanner
 from node.planning.providers import ProviderError
-from node.tooling import ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolContext, ToolRunner
 from tests.planning.planning_support import HANG, KEY, KEY_ENV, Dialect, Model, Raw
 from tests.servers import free_socket
 
@@ -23,7 +23,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 async def failure(
     dialect: Dialect, url: str, http: httpx.AsyncClient, **settings: object
 ) -> ProviderError:
-    registry = ToolRegistry()
+    registry = Toolbox()
     planner = LLMPlanner.from_settings(dialect.settings(url, api_key_env=KEY_ENV, **settings), http)
     with pytest.raises(ProviderError) as caught:
         await planner.run("hi", registry, ToolRunner(registry), ToolContext())

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from node.errors import BudgetExceeded
-from node.tooling import CostBudget
+from node.tooling.budget import CostBudget
 
 
 def test_charges_accumulate_until_the_limit() -> None:

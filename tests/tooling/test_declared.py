@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from node.errors import ConfigError, ErrorKind, InvalidArguments, ToolError
-from node.tooling import ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolContext, ToolRunner
 from node.tooling.declared import CommandTool, HttpTool, declared_tool
 from node.tooling.guards.urls import UrlGuard
 
@@ -83,7 +83,7 @@ async def test_command_timeout_kills_the_process(tmp_path: Any) -> None:
     marker = tmp_path / "pid"
     script = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
     tool = command(PY, "-c", script, timeout=0.5)
-    result = await ToolRunner(ToolRegistry([tool])).run_one("cmd", {"a": "1"})
+    result = await ToolRunner(Toolbox([tool])).run_one("cmd", {"a": "1"})
     assert result.error_kind is ErrorKind.TIMEOUT
     pid = int(marker.read_text())
     deadline = time.monotonic() + 5
@@ -211,7 +211,7 @@ async def test_http_goes_through_the_url_guard() -> None:
     tool = http_tool("GET", "http://127.0.0.1:9/{a}")
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         guarded = ToolContext(url_guard=UrlGuard(), http=client)
-        result = await ToolRunner(ToolRegistry([tool])).run_one("api", {"a": "x"}, guarded)
+        result = await ToolRunner(Toolbox([tool])).run_one("api", {"a": "x"}, guarded)
     assert result.error_kind is ErrorKind.GUARD
 
 

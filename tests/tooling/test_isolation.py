@@ -10,14 +10,14 @@ import time
 import pytest
 
 from node.errors import ConfigError, ErrorKind, ToolError
-from node.tooling import ToolContext, ToolRegistry, ToolRunner, tool
+from node.tooling import Toolbox, ToolContext, ToolRunner, tool
 from node.tooling.isolation import WorkerPool, default_pool
 from tests.tooling import workloads
 from tests.tooling.workloads import crash, hog, refuse, square, wait_then_pid
 
 
 def runner(*tools: object) -> ToolRunner:
-    return ToolRunner(ToolRegistry([square, *tools]))  # type: ignore[list-item]
+    return ToolRunner(Toolbox([square, *tools]))  # type: ignore[list-item]
 
 
 def gone(pid: int) -> bool:
@@ -176,7 +176,7 @@ async def test_a_thread_tool_timeout_says_the_thread_may_still_run() -> None:
         release.wait(5)
 
     try:
-        result = await ToolRunner(ToolRegistry([stuck])).run_one("stuck")
+        result = await ToolRunner(Toolbox([stuck])).run_one("stuck")
     finally:
         release.set()
     assert result.error_kind == ErrorKind.TIMEOUT
@@ -184,7 +184,7 @@ async def test_a_thread_tool_timeout_says_the_thread_may_still_run() -> None:
 
 
 def test_declared_tools_state_where_their_work_runs() -> None:
-    from node.tooling import declared_tool
+    from node.tooling.declared import declared_tool
 
     command = declared_tool({"name": "ls", "description": "List.", "command": ["ls"]})
     http = declared_tool(

@@ -12,7 +12,7 @@ import pytest
 
 from node.errors import ConfigError
 from node.tooling.loader import (
-    build_registry,
+    build_toolbox,
     discover_tools,
     load_builtin_tools,
     load_plugin_tools,
@@ -186,13 +186,13 @@ def test_build_registry_with_selection_and_declared_tools(package: str) -> None:
         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
         "command": ["echo", "{text}"],
     }
-    registry = build_registry(["add", "shout"], declared=[declared], package=package)
+    registry = build_toolbox(["add", "shout"], declared=[declared], package=package)
     assert [d.name for d in registry.definitions()] == ["add", "echo_cmd", "shout"]
-    assert len(build_registry(package=package)) == 3
+    assert len(build_toolbox(package=package)) == 3
     with pytest.raises(ConfigError, match="unknown tool 'nope'"):
-        build_registry(["add", "nope"], package=package)
+        build_toolbox(["add", "nope"], package=package)
     with pytest.raises(ConfigError, match="already registered"):
-        build_registry(["add"], declared=[{**declared, "name": "add"}], package=package)
+        build_toolbox(["add"], declared=[{**declared, "name": "add"}], package=package)
 
 
 def test_the_real_builtin_package_loads() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from node.errors import ErrorKind
-from node.tooling import ToolRegistry, ToolRunner, tool
+from node.tooling import Toolbox, ToolRunner, tool
 from node.tooling.results import non_finite_path
 
 
@@ -34,7 +34,7 @@ def emit(kind: str) -> Any:
     [("nan", ""), ("inf", ""), ("nested", " at /stats/1/mean"), ("tuple", " at /1")],
 )
 async def test_a_non_finite_number_in_the_output_is_an_error_result(kind: str, where: str) -> None:
-    result = await ToolRunner(ToolRegistry([emit])).run_one("emit", {"kind": kind})
+    result = await ToolRunner(Toolbox([emit])).run_one("emit", {"kind": kind})
     assert (result.ok, result.output, result.error_kind) == (False, None, ErrorKind.EXECUTION)
     assert result.error == (
         f"the output holds a number that is not finite (NaN or Infinity){where}; "
@@ -44,7 +44,7 @@ async def test_a_non_finite_number_in_the_output_is_an_error_result(kind: str, w
 
 
 async def test_finite_outputs_pass_unchanged() -> None:
-    result = await ToolRunner(ToolRegistry([emit])).run_one("emit", {"kind": "fine"})
+    result = await ToolRunner(Toolbox([emit])).run_one("emit", {"kind": "fine"})
     assert (result.ok, result.output, result.text) == (
         True,
         {"mean": 1.5, "values": [1, 2]},

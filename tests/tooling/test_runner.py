@@ -9,16 +9,9 @@ from typing import Any
 import pytest
 
 from node.errors import ErrorKind, GuardError
-from node.tooling import (
-    CostBudget,
-    ToolCall,
-    ToolContext,
-    ToolEvent,
-    ToolRegistry,
-    ToolResult,
-    ToolRunner,
-    tool,
-)
+from node.tooling import Toolbox, ToolCall, ToolContext, ToolResult, ToolRunner, tool
+from node.tooling.budget import CostBudget
+from node.tooling.results import ToolEvent
 
 WAIT = 2.0  # seconds a test waits for something that should happen at once
 
@@ -41,7 +34,7 @@ class Tracker:
 
 
 def make_runner(*tools: Any, **kwargs: Any) -> ToolRunner:
-    return ToolRunner(ToolRegistry(tools), **kwargs)
+    return ToolRunner(Toolbox(tools), **kwargs)
 
 
 async def test_concurrency_safe_calls_run_together() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from node.errors import ErrorKind
-from node.tooling import ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolContext, ToolRunner
 from tools.files import grep, list_dir, read_file, write_file
 
 LONG = "x" * 300
@@ -30,7 +30,7 @@ async def test_bad_paths_are_guard_errors_that_never_show_the_root(
 ) -> None:
     assert ws_ctx.workspace is not None
     root = str(ws_ctx.workspace.root)
-    runner = ToolRunner(ToolRegistry([grep, list_dir, read_file, write_file]))
+    runner = ToolRunner(Toolbox([grep, list_dir, read_file, write_file]))
     result = await runner.run_one(name, arguments, ws_ctx)
     assert (result.ok, result.error_kind) == (False, ErrorKind.GUARD), result.error
     assert reason in (result.error or "")
@@ -49,6 +49,6 @@ async def test_an_unexpected_error_message_has_the_root_redacted(ws_ctx: ToolCon
         """Raise an OSError naming an absolute path inside the workspace."""
         open(root / "missing" / "file.txt")  # noqa: SIM115
 
-    result = await ToolRunner(ToolRegistry([leaky])).run_one("leaky", {}, ws_ctx)
+    result = await ToolRunner(Toolbox([leaky])).run_one("leaky", {}, ws_ctx)
     assert str(root) not in (result.error or "")
     assert "<workspace>/missing/file.txt" in (result.error or "")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from node.errors import ErrorKind, InvalidArguments
-from node.tooling import ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolContext, ToolRunner
 from tools.files import grep
 
 CATASTROPHIC = r"^(\w+\s?)*$"  # Python's re: 2^30 steps on 31 letters and a "!", ~1 minute
@@ -25,7 +25,7 @@ async def test_the_catastrophic_pattern_returns_at_once_with_the_right_matches(
 ) -> None:
     (root / "r.txt").write_text("a" * 31 + "!\nhello world\n" + "word " * 2000 + "!\n")
     start = time.monotonic()
-    result = await ToolRunner(ToolRegistry([grep])).run_one(
+    result = await ToolRunner(Toolbox([grep])).run_one(
         "grep", {"pattern": CATASTROPHIC, "path": "r.txt"}, ws_ctx
     )
     assert time.monotonic() - start < 1.0
@@ -46,7 +46,7 @@ async def test_unsupported_syntax_is_an_invalid_arguments_result(
     ws_ctx: ToolContext, root: Path, pattern: str, reason: str
 ) -> None:
     (root / "r.txt").write_text("foobar\n")
-    result = await ToolRunner(ToolRegistry([grep])).run_one(
+    result = await ToolRunner(Toolbox([grep])).run_one(
         "grep", {"pattern": pattern, "path": "r.txt"}, ws_ctx
     )
     assert result.error_kind == ErrorKind.INVALID_ARGUMENTS

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from node.errors import ErrorKind
-from node.tooling import ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolRunner
 from node.tooling.isolation import default_pool
 from tools.calculator import calculate, number_stats
 from tools.json_query import MAX_RESULT_VALUES, json_query
 
-RUNNER = ToolRunner(ToolRegistry([calculate, number_stats, json_query]))
+RUNNER = ToolRunner(Toolbox([calculate, number_stats, json_query]))
 
 
 async def run(name: str, arguments: dict[str, Any]) -> Any:
@@ -62,7 +62,7 @@ async def test_json_query_exponential_work_is_killed_at_the_timeout() -> None:
     hasty = copy.copy(json_query)
     hasty.policy = dataclasses.replace(hasty.policy, timeout=0.5)
     expression = "|".join(["[@,@][]"] * 40)  # doubles the data 40 times: 2**40 values
-    run = ToolRunner(ToolRegistry([hasty]))
+    run = ToolRunner(Toolbox([hasty]))
     start = time.monotonic()
     call = asyncio.create_task(run.run_one("json_query", {"expression": expression, "data": [1]}))
     while not default_pool().busy:

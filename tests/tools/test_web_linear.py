@@ -9,7 +9,7 @@ import os
 import time
 
 from node.errors import ErrorKind
-from node.tooling import ToolRegistry, ToolRunner
+from node.tooling import Toolbox, ToolRunner
 from node.tooling.isolation import default_pool
 from tools.web import MAX_HTML_CHARS, html_links, html_to_text, page_links
 
@@ -59,7 +59,7 @@ async def test_a_conversion_that_times_out_is_killed_with_its_worker() -> None:
     await default_pool().start()
     hasty = copy.copy(html_links)
     hasty.policy = dataclasses.replace(hasty.policy, timeout=0.02)
-    run = ToolRunner(ToolRegistry([hasty]))
+    run = ToolRunner(Toolbox([hasty]))
     call = asyncio.create_task(run.run_one("html_links", {"html": page(3_000_000)}))
     while not default_pool().busy:
         assert not call.done(), "the conversion never reached a worker"
@@ -76,7 +76,7 @@ async def test_a_conversion_that_times_out_is_killed_with_its_worker() -> None:
 
 async def test_the_thread_pool_stays_free_while_conversions_run() -> None:
     html = page(1_000_000)
-    runner = ToolRunner(ToolRegistry([html_links]))
+    runner = ToolRunner(Toolbox([html_links]))
     calls = [asyncio.create_task(runner.run_one("html_links", {"html": html})) for _ in range(8)]
     await asyncio.sleep(0)
     latencies = []

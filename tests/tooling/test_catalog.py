@@ -5,7 +5,9 @@ from typing import Any
 import pytest
 
 from node.errors import ConfigError, ErrorKind, InvalidArguments, ToolError, ToolNotFound
-from node.tooling import Tool, ToolContext, ToolPolicy, ToolRegistry, tool
+from node.peers.toolset import PeerToolset
+from node.tooling import CombinedCatalog, Tool, Toolbox, ToolContext, ToolPolicy, tool
+from node.tooling.catalog import public as catalog_public
 
 
 class Echo(Tool):
@@ -34,39 +36,37 @@ def wrapped(arguments: dict[str, Any], label: str = "") -> str:
 
 
 @pytest.fixture
-def registry() -> ToolRegistry:
-    return ToolRegistry([Echo(), wrapped])
+def registry() -> Toolbox:
+    return Toolbox([Echo(), wrapped])
 
 
-def test_duplicate_names_are_refused_never_overwritten(registry: ToolRegistry) -> None:
-    first = registry.get("echo")
+def test_duplicate_names_are_refused_never_overwritten(registry: Toolbox) -> None:
     with pytest.raises(ConfigError, match="already registered"):
-        registry.register(Echo())
-    assert registry.get("echo") is first
+        Toolbox([Echo(), Echo()])
+    with pytest.raises(ConfigError, match="already registered"):
+        registry.extended([Echo()])
 
 
-def test_invalid_tools_are_refused(registry: ToolRegistry) -> None:
+def test_invalid_tools_are_refused() -> None:
     with pytest.raises(ConfigError, match="must match"):
-        registry.register(Echo(name="bad name"))
+        Toolbox([Echo(name="bad name")])
     bad = Echo(name="bad_schema")
     bad.parameters = {"type": "object", "properties": {"a": {"type": "nope"}}}
     with pytest.raises(ConfigError, match="bad_schema"):
-        registry.register(bad)
+        Toolbox([bad])
 
 
-def test_lookup_len_contains_unregister(registry: ToolRegistry) -> None:
+def test_lookup_len_contains(registry: Toolbox) -> None:
     assert len(registry) == 2
     assert "echo" in registry
     assert registry.get("nope") is None
-    removed = registry.unregister("echo")
-    assert removed.name == "echo"
-    assert "echo" not in registry
+    assert [t.name for t in registry] == ["echo", "wrapped"]
     with pytest.raises(ToolNotFound):
-        registry.get_or_raise("echo")
+        registry.prepare_call("nope", {})
 
 
 def test_definitions_order_local_first_then_group_then_name() -> None:
-    registry = ToolRegistry(
+    registry = Toolbox(
         [
             Echo("zeta", group="peer:b"),
             Echo("beta"),
@@ -86,18 +86,44 @@ def test_definitions_order_local_first_then_group_then_name() -> None:
     assert [t.name for t in registry.tools()] == [name for _, name in names]
 
 
-def test_definitions_are_cached_and_invalidated_on_change(registry: ToolRegistry) -> None:
+def test_a_toolbox_never_changes_and_extending_reuses_compiled_entries(registry: Toolbox) -> None:
     first = registry.definitions()
     assert registry.definitions() is first
-    registry.register(Echo("another"))
-    second = registry.definitions()
-    assert second is not first
-    assert "another" in [d.name for d in second]
-    registry.unregister("another")
-    assert registry.definitions() is not second
+    more = registry.extended([Echo("another")])
+    assert "another" in more and "another" not in registry
+    assert registry.definitions() is first
+    assert more.definitions()[1] is first[0]  # the same compiled definition ("echo")
+    assert registry.revision == more.revision == 0
 
 
-def test_definitions_are_immutable_copies(registry: ToolRegistry) -> None:
+def test_combined_catalog_puts_catalogs_side_by_side_first_wins() -> None:
+    local = Toolbox([Echo("echo"), Echo("shared")])
+    peers = PeerToolset()
+    both = CombinedCatalog(local, peers)
+    start = both.revision
+    assert [d.name for d in both.definitions()] == ["echo", "shared"]
+    peers.replace([Echo("remote", group="peer:b"), Echo("shared", group="peer:b")])
+    assert both.revision != start
+    assert [d.name for d in both.definitions()] == ["echo", "shared", "remote"]
+    assert both.get("shared") is local.get("shared")
+    assert both.prepare_call("remote", {"text": "a"}).tool is peers.get("remote")
+    with pytest.raises(ToolNotFound, match="did you mean 'remote'"):
+        both.prepare_call("remotee", {})
+    peers.replace([])
+    assert "remote" not in both and len(both) == 2
+
+
+def test_a_peer_toolset_keeps_compiled_entries_of_unchanged_tools() -> None:
+    peers = PeerToolset()
+    kept = Echo("kept")
+    peers.replace([kept])
+    first = peers.definitions()[0]
+    peers.replace([kept, Echo("new")])
+    assert peers.definitions()[0] is first
+    assert peers.revision == 2
+
+
+def test_definitions_are_immutable_copies(registry: Toolbox) -> None:
     definition = next(d for d in registry.definitions() if d.name == "echo")
     with pytest.raises(AttributeError):
         definition.name = "x"  # type: ignore[misc]
@@ -108,7 +134,7 @@ def test_definitions_are_immutable_copies(registry: ToolRegistry) -> None:
     assert definition.description == "Echo the arguments."
 
 
-def test_near_miss_name_suggests_one_and_does_not_execute(registry: ToolRegistry) -> None:
+def test_near_miss_name_suggests_one_and_does_not_execute(registry: Toolbox) -> None:
     echo = registry.get("echo")
     assert isinstance(echo, Echo)
     with pytest.raises(ToolNotFound) as info:
@@ -120,13 +146,13 @@ def test_near_miss_name_suggests_one_and_does_not_execute(registry: ToolRegistry
 
 
 def test_unknown_name_never_lists_all_tools() -> None:
-    registry = ToolRegistry([Echo(f"tool_{i}") for i in range(50)])
+    registry = Toolbox([Echo(f"tool_{i}") for i in range(50)])
     with pytest.raises(ToolNotFound) as info:
         registry.prepare_call("something_else", {})
     assert str(info.value) == "unknown tool 'something_else'"
 
 
-def test_json_string_arguments_are_parsed(registry: ToolRegistry) -> None:
+def test_json_string_arguments_are_parsed(registry: Toolbox) -> None:
     prepared = registry.prepare_call("echo", '{"text": "hi", "times": "2"}')
     assert prepared.arguments == {"text": "hi", "times": 2}
     assert prepared.tool is registry.get("echo")
@@ -136,7 +162,7 @@ def test_json_string_arguments_are_parsed(registry: ToolRegistry) -> None:
 def test_empty_arguments_become_an_empty_object(raw: Any) -> None:
     free = Echo("free")
     free.parameters = {"type": "object", "properties": {}}
-    assert ToolRegistry([free]).prepare_call("free", raw).arguments == {}
+    assert Toolbox([free]).prepare_call("free", raw).arguments == {}
 
 
 @pytest.mark.parametrize(
@@ -154,23 +180,23 @@ def test_empty_arguments_become_an_empty_object(raw: Any) -> None:
         ({"arguments": [1]}, "got an array"),
     ],
 )
-def test_non_objects_are_bad_arguments(registry: ToolRegistry, raw: Any, message: str) -> None:
+def test_non_objects_are_bad_arguments(registry: Toolbox, raw: Any, message: str) -> None:
     with pytest.raises(ToolError, match=message) as info:
         registry.prepare_call("echo", raw)
     assert info.value.kind is ErrorKind.BAD_ARGUMENTS
 
 
-def test_arguments_wrapper_is_unwrapped(registry: ToolRegistry) -> None:
+def test_arguments_wrapper_is_unwrapped(registry: Toolbox) -> None:
     assert registry.prepare_call("echo", {"arguments": {"text": "a"}}).arguments == {"text": "a"}
     assert registry.prepare_call("echo", {"arguments": '{"text": "b"}'}).arguments == {"text": "b"}
 
 
-def test_wrapper_is_kept_for_a_tool_with_an_arguments_parameter(registry: ToolRegistry) -> None:
+def test_wrapper_is_kept_for_a_tool_with_an_arguments_parameter(registry: Toolbox) -> None:
     prepared = registry.prepare_call("wrapped", {"arguments": {"label": "x"}})
     assert prepared.arguments == {"arguments": {"label": "x"}}
 
 
-def test_invalid_arguments_name_the_path(registry: ToolRegistry) -> None:
+def test_invalid_arguments_name_the_path(registry: Toolbox) -> None:
     with pytest.raises(InvalidArguments, match=r"^times must be >= 1$"):
         registry.prepare_call("echo", {"text": "a", "times": 0})
     with pytest.raises(InvalidArguments, match=r"^text is required$"):
@@ -178,8 +204,9 @@ def test_invalid_arguments_name_the_path(registry: ToolRegistry) -> None:
 
 
 def test_filtered_view_hides_tools_as_not_found() -> None:
-    registry = ToolRegistry([Echo("open"), Echo("secret", scope="internal")])
-    public = registry.public()
+    local = Toolbox([Echo("open"), Echo("secret", scope="internal")])
+    peers = PeerToolset()
+    public = catalog_public(CombinedCatalog(local, peers))
     assert "open" in public
     assert "secret" not in public
     assert len(public) == 1
@@ -189,5 +216,5 @@ def test_filtered_view_hides_tools_as_not_found() -> None:
         public.prepare_call("secret", {"text": "a"})
     assert "did you mean" not in str(info.value)
     assert public.prepare_call("open", {"text": "a"}).arguments == {"text": "a"}
-    registry.register(Echo("later"))
+    peers.replace([Echo("later")])
     assert "later" in public  # a live view
