@@ -77,12 +77,12 @@ def build_node_app(
     built: dict[str, object] = {}
 
     def current_card() -> AgentCard:
-        """The card for the current skills, rebuilt only when the tool registry changed."""
-        definitions = node_tools.registry.definitions()  # cached until the registry changes
-        if built.get("for") is not definitions:
+        """The card for the current skills, rebuilt only when the node's tools changed."""
+        revision = node_tools.revision
+        if "card" not in built or built["for"] != revision:
             built.update(
                 {
-                    "for": definitions,
+                    "for": revision,
                     "card": build_agent_card(card, node_tools.skill_specs(), public_url),
                 }
             )
@@ -95,7 +95,7 @@ def build_node_app(
         "url_guard": node_tools.url_guard,
     }
     executor = NodeExecutor(
-        node_tools.registry,
+        node_tools.catalog,
         node_tools.skills,
         ExecutorSettings(
             agent_id=card.id,
