@@ -20,3 +20,29 @@ def test_all_matches_the_lazy_export_table():
 def test_unknown_names_raise_attribute_error():
     with pytest.raises(AttributeError, match="no_such_name"):
         node.no_such_name  # noqa: B018
+
+
+def test_the_tooling_surface_is_small_and_pinned():
+    import node.tooling
+
+    assert node.tooling.__all__ == sorted(node.tooling.__all__)
+    assert set(node.tooling.__all__) == {
+        "CombinedCatalog",
+        "FilteredCatalog",
+        "FunctionTool",
+        "PreparedCall",
+        "ProgressCallback",
+        "Tool",
+        "ToolCall",
+        "ToolCatalog",
+        "ToolContext",
+        "ToolDefinition",
+        "ToolPolicy",
+        "ToolResult",
+        "ToolRunner",
+        "Toolbox",
+        "run_in_process",
+        "tool",
+    }
+    for name in node.tooling.__all__:
+        assert getattr(node.tooling, name) is not None
