@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
@@ -131,6 +139,12 @@ class Limits(_Model):
     max_calls_per_task: int = Field(default=16, gt=0)
     task_cost_budget: float | None = Field(default=None, gt=0)
     interrupted_task_timeout_s: float = Field(default=600.0, gt=0)
+    send_window_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="How long a message id keeps naming the task it created: a SendMessage "
+        "retried with the same messageId within this window returns that task.",
+    )
 
 
 class NetworkPolicy(_Model):
@@ -151,10 +165,12 @@ class ServerSettings(_Model):
     store: str = "sqlite"  # "memory", "sqlite", "sqlite:///path.db", "postgresql://..."
     data_dir: str = ".a2a-node"
     card_cache_s: int = Field(default=300, ge=0)
-    recover_interrupted: bool = Field(
+    recover_orphaned: bool = Field(
         default=True,
-        description="At start, fail tasks a dead process left working. Turn off when several "
-        "replicas share one PostgreSQL store (a starting replica would fail its peers' tasks).",
+        validation_alias=AliasChoices("recover_orphaned", "recover_interrupted"),
+        description="At start, fail the orphaned tasks a dead process left submitted or working. "
+        "Turn off when several replicas share one PostgreSQL store (a starting replica would "
+        "fail its peers' tasks). The old key recover_interrupted is accepted (deprecated).",
     )
 
 

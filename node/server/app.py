@@ -113,6 +113,7 @@ def build_node_app(
         task_store=task_store,
         agent_card=current_card(),
         interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
+        send_window_s=card.limits.send_window_s,
     )
 
     async def card_now(_: AgentCard) -> AgentCard:
@@ -121,9 +122,7 @@ def build_node_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
         async with contextlib.AsyncExitStack() as stack:
-            runtime = await NodeRuntime.open(
-                stack, card, public_url, task_store, node_tools.registry
-            )
+            runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
             services["http"] = runtime.http
             state.runtime = runtime

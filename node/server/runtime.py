@@ -1,12 +1,12 @@
 """NodeRuntime: what a node holds while it runs, opened by its lifespan and closed in reverse.
 
     async with contextlib.AsyncExitStack() as stack:
-        runtime = await NodeRuntime.open(stack, card, public_url, task_store, tool_registry)
+        runtime = await NodeRuntime.open(stack, card, public_url, task_store, peer_tools)
         ...
 
-Opening creates the outbound ``httpx.AsyncClient``, opens the task store (failing the tasks a
-previous process left working), starts peer discovery and registry heartbeats. ``stack`` closes
-them in reverse order, and stops the tool worker pool last.
+Opening creates the outbound ``httpx.AsyncClient``, opens the task store (failing the orphaned
+tasks a previous process left working), starts peer discovery and registry heartbeats. ``stack``
+closes them in reverse order, and stops the tool worker pool last.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from node.card import NodeCard
 from node.peers.directory import PeerDirectory
 from node.peers.registration import RegistryLink
 from node.peers.settings import read_token
+from node.peers.toolset import PeerToolset
 from node.store.lifecycle import NodeTaskStore
-from node.store.recovery import fail_interrupted
-from node.tooling import ToolRegistry
+from node.store.recovery import fail_orphaned
 from node.tooling.isolation import close_default_pool
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class NodeRuntime:
         card: NodeCard,
         public_url: str,
         task_store: NodeTaskStore,
-        tool_registry: ToolRegistry,
+        peer_tools: PeerToolset,
     ) -> NodeRuntime:
         """Open everything a node needs to serve; ``stack`` closes it all on exit."""
         stack.callback(close_default_pool)  # forkserver workers of process-isolated tools
@@ -58,13 +58,11 @@ class NodeRuntime:
         await task_store.initialize()
         stack.push_async_callback(task_store.close)
         recovered = 0
-        if card.server.recover_interrupted:
-            recovered = await fail_interrupted(task_store)
+        if card.server.recover_orphaned:
+            recovered = await fail_orphaned(task_store)
         if recovered:
-            log.warning("marked %d interrupted task(s) failed: node restarted", recovered)
-        peers = PeerDirectory.from_settings(
-            http, card.peers, self_id=card.id, tool_registry=tool_registry
-        )
+            log.warning("marked %d orphaned task(s) failed: node restarted", recovered)
+        peers = PeerDirectory(http, card.peers, self_id=card.id, toolset=peer_tools)
         peers.start()
         stack.push_async_callback(peers.aclose)
         link = registry_link(http, card, public_url)

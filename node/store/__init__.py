@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from node.store.factory import open_task_store
 from node.store.lifecycle import NodeTaskStore
-from node.store.recovery import fail_interrupted
+from node.store.recovery import fail_orphaned
 from node.store.sqlite import SqliteTaskStore
 
-__all__ = ["NodeTaskStore", "SqliteTaskStore", "fail_interrupted", "open_task_store"]
+__all__ = ["NodeTaskStore", "SqliteTaskStore", "fail_orphaned", "open_task_store"]

@@ -10,7 +10,7 @@ acknowledged save is committed with the server's durability settings (``synchron
 Replicas and restart recovery. Each store holds, for its whole life, a session-level advisory
 lock in *shared* mode on a dedicated connection (key: a constant and ``hashtext`` of
 ``<schema>.<table>``), so every live replica of a table is visible to the others.
-:meth:`PostgresTaskStore.fail_interrupted` first tries the same lock in *exclusive* mode: that
+:meth:`PostgresTaskStore.fail_orphaned` first tries the same lock in *exclusive* mode: that
 succeeds only when no other process holds it, i.e. no other replica is alive, and then it fails
 the SUBMITTED/WORKING tasks the dead processes left behind. Otherwise it fails nothing and logs
 how many other replicas use the table: their tasks are theirs (or a lease-based reaper's). The
@@ -266,11 +266,11 @@ class PostgresTaskStore(NodeTaskStore):
         )
         return count
 
-    async def fail_interrupted(self, reason: str = DEFAULT_REASON) -> int:
+    async def fail_orphaned(self, reason: str = DEFAULT_REASON) -> int:
         """Fail every SUBMITTED/WORKING task (all owners) if no other replica is alive.
 
         Returns how many tasks were failed: 0 as well when other replicas hold the table's
-        replica lock (their live tasks are not interrupted; nothing is touched).
+        replica lock (their live tasks are not orphaned; nothing is touched).
         """
         await self._connect()
         presence = self._presence
@@ -281,7 +281,7 @@ class PostgresTaskStore(NodeTaskStore):
         if not alone:
             others = await self.other_replicas()
             log.warning(
-                "%d other replica(s) use task table %s; interrupted tasks are left for them "
+                "%d other replica(s) use task table %s; orphaned tasks are left for them "
                 "(or for lease recovery), none marked failed",
                 others,
                 self.table,

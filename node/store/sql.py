@@ -32,14 +32,14 @@ from a2a.utils.task import (
 
 from node.errors import ConfigError
 from node.store.ids import check_id, check_owner, id_problem
-from node.store.recovery import INTERRUPTED_STATES
+from node.store.recovery import RUNNING_STATES
 from node.store.sends import creating_message_id
 from node.store.terminal import TERMINAL_STATES_SQL
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-LIVE_STATES = ", ".join(str(int(s)) for s in INTERRUPTED_STATES)
-"""The interrupted states as an SQL list, e.g. ``state IN (1, 2)``."""
+LIVE_STATES = ", ".join(str(int(s)) for s in RUNNING_STATES)
+"""The states an orphaned task is left in, as an SQL list, e.g. ``state IN (1, 2)``."""
 
 
 def check_table_name(table: str) -> str:

@@ -31,7 +31,7 @@ save waits for a thread hand-off (~0.1 ms). See ``bench/store_throughput.py``.
 
 One process per file: opening takes an exclusive ``flock`` on ``<file>.lock`` (waiting up to
 ``lock_timeout``), so a second node on the same data directory fails to start instead of failing
-the first one's running tasks with :meth:`SqliteTaskStore.fail_interrupted`.
+the first one's running tasks with :meth:`SqliteTaskStore.fail_orphaned`.
 
 Guards shared with the PostgreSQL store: ids within :mod:`node.store.ids`, terminal tasks final
 (:mod:`node.store.terminal`: the batched upsert reports the rows it wrote with ``RETURNING``, so a
@@ -273,11 +273,11 @@ class SqliteTaskStore(NodeTaskStore):
         total = self._read(q.count_sql, q.count_args)[0][0]
         return page_response(self._read(q.page_sql, q.page_args), total, q.limit)
 
-    async def fail_interrupted(self, reason: str = DEFAULT_REASON) -> int:
+    async def fail_orphaned(self, reason: str = DEFAULT_REASON) -> int:
         """Set every SUBMITTED/WORKING task (all owners) to FAILED; returns how many."""
-        return await self._write(lambda conn: self._fail_interrupted(conn, reason))
+        return await self._write(lambda conn: self._fail_orphaned(conn, reason))
 
-    def _fail_interrupted(self, conn: sqlite3.Connection, reason: str) -> int:
+    def _fail_orphaned(self, conn: sqlite3.Connection, reason: str) -> int:
         t = self.table
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -1,4 +1,4 @@
-"""Restart recovery on a shared PostgreSQL store through real nodes (recover_interrupted: true).
+"""Restart recovery on a shared PostgreSQL store through real nodes (recover_orphaned: true).
 
 A replica starting next to a live one must not fail the live one's working tasks; a node starting
 alone still fails the tasks a dead process left working.
@@ -47,7 +47,7 @@ async def wait_for(seconds: float, ctx: ToolContext) -> str:
 @asynccontextmanager
 async def replica(store_url: str, data_dir: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
     card = parse_card(CARD, env={})
-    assert card.server.recover_interrupted  # the default under test
+    assert card.server.recover_orphaned  # the default under test
     sock = free_socket()
     public_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app = build_node_app(
@@ -88,7 +88,7 @@ async def test_recovery_spares_live_replicas_and_still_runs_alone(tmp_path: Path
             sent = await rpc(a, "SendMessage", {"message": message, "configuration": config})
             task_id = sent["task"]["id"]
             async with replica(store_url, tmp_path / "b") as (b, b_state):
-                assert b_state.recovered == 0  # A is alive: its task is not interrupted
+                assert b_state.recovered == 0  # A is alive: its task is not orphaned
                 deadline = time.monotonic() + 15
                 while (state := await state_of(b, task_id)) != "TASK_STATE_COMPLETED":
                     assert state in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), state

@@ -88,7 +88,7 @@ async def test_sql_failures_become_store_errors(tmp_path: Path) -> None:
         store.get("t", ANON),
         store.delete("t", ANON),
         store.list(ListTasksRequest(), ANON),
-        store.fail_interrupted(),
+        store.fail_orphaned(),
     ):
         with pytest.raises(StoreError, match="no such table: jobs"):
             await call

@@ -1,4 +1,4 @@
-"""open_task_store, the stores' initialize/close and the store-agnostic fail_interrupted."""
+"""open_task_store, the stores' initialize/close and the store-agnostic fail_orphaned."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Task
 
 from node.errors import ConfigError
-from node.store import NodeTaskStore, SqliteTaskStore, fail_interrupted, open_task_store
+from node.store import NodeTaskStore, SqliteTaskStore, fail_orphaned, open_task_store
 from node.store.postgres import PostgresTaskStore
 from tests.store.conftest import caller
 
@@ -82,8 +82,8 @@ async def test_sqlite_store_closes_its_connections(tmp_path: Path) -> None:
     assert store._reader is None
 
 
-async def test_fail_interrupted_on_memory_is_a_no_op() -> None:
-    assert await fail_interrupted(InMemoryTaskStore()) == 0
+async def test_fail_orphaned_on_memory_is_a_no_op() -> None:
+    assert await fail_orphaned(InMemoryTaskStore()) == 0
 
 
 async def test_postgres_connection_failure_is_a_store_error(tmp_path: Path) -> None:

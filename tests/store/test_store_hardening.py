@@ -23,7 +23,7 @@ from a2a.utils.task import ListTasksCursor, encode_list_tasks_cursor, encode_pag
 from node.errors import ConfigError
 from node.store.factory import open_task_store
 from node.store.ids import MAX_ID_CHARS
-from node.store.recovery import fail_interrupted
+from node.store.recovery import fail_orphaned
 from node.store.sends import SendIndex
 from node.store.sqlite import SqliteTaskStore
 from node.store.terminal import TerminalTaskError
@@ -300,7 +300,7 @@ async def test_postgres_recovery_spares_a_live_replica_and_runs_when_alone() -> 
         await running.save(task("busy"), ANON)  # WORKING on a live replica
         await starting.initialize()
         assert await starting.other_replicas() == 1
-        assert await fail_interrupted(starting) == 0
+        assert await fail_orphaned(starting) == 0
         stored = await starting.get("busy", ANON)
         assert stored is not None and stored.status.state == S.TASK_STATE_WORKING
         # The running replica dies; a replica starting now is alone and recovers.
@@ -308,7 +308,7 @@ async def test_postgres_recovery_spares_a_live_replica_and_runs_when_alone() -> 
         await starting.close()
         alone = replica()
         try:
-            assert await fail_interrupted(alone) == 1
+            assert await fail_orphaned(alone) == 1
             stored = await alone.get("busy", ANON)
             assert stored is not None and stored.status.state == S.TASK_STATE_FAILED
             # Recovery keeps the shared lock: another replica starting now leaves tasks alone.
@@ -317,7 +317,7 @@ async def test_postgres_recovery_spares_a_live_replica_and_runs_when_alone() -> 
                 await later.initialize()
                 assert await later.other_replicas() == 1
                 await later.save(task("fresh"), ANON)
-                assert await fail_interrupted(later) == 0
+                assert await fail_orphaned(later) == 0
             finally:
                 await later.close()
         finally:

@@ -23,7 +23,7 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import encode_page_token
 
-from node.store.recovery import fail_interrupted
+from node.store.recovery import fail_orphaned
 from tests.store.conftest import Backend, caller
 
 S = TaskState
@@ -239,7 +239,7 @@ async def test_data_survives_reopening(durable: Backend, alice: ServerCallContex
     assert await list_ids(second, alice) == [task.id]
 
 
-async def test_fail_interrupted(
+async def test_fail_orphaned(
     durable: Backend, alice: ServerCallContext, bob: ServerCallContext
 ) -> None:
     store = await durable.open()
@@ -255,7 +255,7 @@ async def test_fail_interrupted(
     await store.save(submitted, bob)
     before = time.time_ns()
 
-    assert await fail_interrupted(store, reason="node restarted") == 2
+    assert await fail_orphaned(store, reason="node restarted") == 2
 
     for task_id, ctx in (("working", alice), ("submitted", bob)):
         failed = await store.get(task_id, ctx)
@@ -273,4 +273,4 @@ async def test_fail_interrupted(
     assert await store.get("done", alice) == done
     assert await list_ids(store, alice, status=S.TASK_STATE_FAILED) == ["working"]
     assert await list_ids(store, bob, status=S.TASK_STATE_SUBMITTED) == []
-    assert await fail_interrupted(store) == 0
+    assert await fail_orphaned(store) == 0
