@@ -5,24 +5,51 @@ Every error the node raises on purpose derives from :class:`NodeError`::
     NodeError
     ├── ConfigError            a card or setting is invalid (file, path, what was expected)
     ├── ToolError              a tool call cannot run or failed; becomes an error *result*
-    │   ├── ToolNotFound
-    │   ├── InvalidArguments
-    │   ├── CapabilityMissing
-    │   ├── BudgetExceeded
-    │   ├── ToolTimeout
-    │   ├── GuardError         a path or URL was refused by a guard
-    │   └── PeerError          a peer was unreachable, failed, rejected or timed out
+    │   ├── ToolNotFound           not_found           no tool of that name
+    │   ├── BadArguments           bad_arguments       not a JSON object
+    │   ├── InvalidArguments       invalid_arguments   an object that fails the tool's schema
+    │   ├── CapabilityMissing      capability_missing  the caller lacks a required capability
+    │   ├── BudgetExceeded         budget_exceeded     the task's cost budget is spent
+    │   │   └── CostLimitExceeded  model usage would exceed it (also a PlanningError)
+    │   ├── ToolTimeout            timeout             the call or the task's deadline ran out
+    │   ├── GuardError             guard               a path or URL was refused by a guard
+    │   ├── PeerError              peer                a peer was unreachable, failed, rejected
+    │   ├── HopLimitExceeded       hop_limit           a forwarded call would loop or go too far
+    │   └── ToolExecutionError     execution           the tool itself failed
     ├── RegistryError          the registry refused or could not do something
+    │   └── …                  (node.registry.errors, with its own HTTP table)
     ├── PlanningError          a planner could not turn a request into calls
-    └── StoreError             the task store failed
+    │   ├── UnknownSkill           the request names a skill this node does not publish
+    │   ├── NoSkillNamed           the request names no skill
+    │   ├── InvalidRequest         the request has an unusable shape
+    │   ├── StepLimitExceeded      the model wanted tools after its last step
+    │   ├── ToolCallLimitExceeded  the model asked for too many calls
+    │   ├── PlanningTimeout        no answer within the planner's time
+    │   ├── CostLimitExceeded      (see BudgetExceeded)
+    │   └── ProviderError          the model endpoint failed
+    ├── StoreError             the task store failed
+    ├── CliError               a command-line error (node.cli.common)
+    ├── RemoteError            a node or registry the CLI talked to failed (node.cli.common)
+    └── LaunchError            a local network could not be started (node.network.launcher)
 
-A :class:`ToolError` is a result for the caller (the planner or a remote agent), never a crash of
-the node: the runner turns it into an error result whose ``kind`` is stable and machine-readable.
+Each :class:`ToolError` class has its own :class:`ErrorKind` (a class attribute; one class per
+kind, see :data:`TOOL_ERRORS`). A :class:`ToolError` is a result for the caller (the planner or a
+remote agent), never a crash of the node: the runner turns it into an error result whose ``kind``
+is stable and machine-readable.
+
+:class:`node.planning.NeedsInput` is not an error: it is the planner's signal that the caller
+must supply missing arguments, outside the tree.
+
+The planning classes live in :mod:`node.planning` (``direct``, ``llm``, ``providers.base``).
+:data:`node.executor.TASK_OUTCOMES` is the one table from each class to the outcome of a task it
+stops (rejected, failed or input-required) and its wire code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import ClassVar
 
 
 class ErrorKind(StrEnum):
@@ -49,14 +76,18 @@ class ConfigError(NodeError):
 
 
 class ToolError(NodeError):
-    """A tool call could not run or failed; reported to the caller as an error result."""
+    """A tool call could not run or failed; reported to the caller as an error result.
 
-    kind: ErrorKind = ErrorKind.EXECUTION
+    Abstract: raise the subclass of the failure's kind (:class:`ToolExecutionError` when the tool
+    itself failed).
+    """
 
-    def __init__(self, message: str, *, kind: ErrorKind | None = None) -> None:
+    kind: ClassVar[ErrorKind]
+
+    def __init__(self, message: str) -> None:
+        if type(self) is ToolError:
+            raise TypeError("ToolError is abstract; raise the subclass of the failure's kind")
         super().__init__(message)
-        if kind is not None:
-            self.kind = kind
 
     @property
     def message(self) -> str:
@@ -65,6 +96,10 @@ class ToolError(NodeError):
 
 class ToolNotFound(ToolError):
     kind = ErrorKind.NOT_FOUND
+
+
+class BadArguments(ToolError):
+    kind = ErrorKind.BAD_ARGUMENTS
 
 
 class InvalidArguments(ToolError):
@@ -89,6 +124,37 @@ class GuardError(ToolError):
 
 class PeerError(ToolError):
     kind = ErrorKind.PEER
+
+
+class HopLimitExceeded(ToolError):
+    kind = ErrorKind.HOP_LIMIT
+
+
+class ToolExecutionError(ToolError):
+    kind = ErrorKind.EXECUTION
+
+
+#: The one :class:`ToolError` class of each kind.
+TOOL_ERRORS: Mapping[ErrorKind, type[ToolError]] = {
+    cls.kind: cls
+    for cls in (
+        ToolNotFound,
+        BadArguments,
+        InvalidArguments,
+        CapabilityMissing,
+        BudgetExceeded,
+        ToolTimeout,
+        GuardError,
+        PeerError,
+        HopLimitExceeded,
+        ToolExecutionError,
+    )
+}
+
+
+def tool_error(kind: ErrorKind | None, message: str) -> ToolError:
+    """The error of ``kind``'s class (an execution error when no kind is known)."""
+    return TOOL_ERRORS[kind or ErrorKind.EXECUTION](message)
 
 
 class RegistryError(NodeError):

@@ -8,6 +8,7 @@ Lifecycle published through the a2a-sdk (``TaskUpdater``):
               → input-required (missing arguments; the next message on the task continues it)
               → canceled (the SDK cancels ``execute``; the runner cancels and drains the tools)
 
+Which error rejects, fails or pauses a task is decided in one place, :data:`TASK_OUTCOMES`.
 Nothing internal leaks: an unexpected exception fails the task with a short reason and an error id
 that is logged with the traceback.
 """
@@ -20,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import httpx
@@ -31,16 +33,105 @@ from a2a.types import Message, Part, Task, TaskState
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
-from node.errors import ErrorKind, PlanningError, ToolError
+from node.errors import (
+    BadArguments,
+    BudgetExceeded,
+    CapabilityMissing,
+    ConfigError,
+    ErrorKind,
+    GuardError,
+    HopLimitExceeded,
+    InvalidArguments,
+    NodeError,
+    PeerError,
+    PlanningError,
+    RegistryError,
+    StoreError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFound,
+    ToolTimeout,
+)
 from node.peers.hops import HopState, check_hop, read_hop
 from node.planning import NeedsInput, Request, parse_request, plan_request
-from node.planning.llm import LLMPlanner
+from node.planning.direct import InvalidRequest, NoSkillNamed, UnknownSkill
+from node.planning.llm import (
+    CostLimitExceeded,
+    LLMPlanner,
+    PlanningTimeout,
+    StepLimitExceeded,
+    ToolCallLimitExceeded,
+)
+from node.planning.providers.base import ProviderError
 from node.planning.settings import PlannerSettings
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    """The state a task ends in (or waits in) when an error stops it before its results."""
+
+    REJECTED = "rejected"
+    FAILED = "failed"
+    INPUT_REQUIRED = "input-required"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """A task's outcome for an error class, and the wire code (an error result's ``kind``)."""
+
+    state: Outcome
+    code: ErrorKind | None = None
+
+
+_REJECTED = TaskOutcome(Outcome.REJECTED)
+_FAILED = TaskOutcome(Outcome.FAILED)
+
+#: Error class → task outcome: the only place that decides which error rejects, fails or pauses a
+#: task. A tool error raised while admitting a task (its hops, names, arguments, capabilities)
+#: rejects it; one raised while running is a result, and the task fails when every result failed.
+#: Classes outside the task path (CLI, launcher, registry subclasses) resolve along their MRO.
+TASK_OUTCOMES: Mapping[type[BaseException], TaskOutcome] = {
+    NeedsInput: TaskOutcome(Outcome.INPUT_REQUIRED),
+    NodeError: _FAILED,
+    ConfigError: _FAILED,
+    RegistryError: _FAILED,
+    StoreError: _FAILED,
+    # admitting: the request or a call cannot be accepted as sent
+    PlanningError: _REJECTED,
+    UnknownSkill: _REJECTED,
+    NoSkillNamed: _REJECTED,
+    InvalidRequest: _REJECTED,
+    ToolError: _REJECTED,
+    ToolNotFound: TaskOutcome(Outcome.REJECTED, ErrorKind.NOT_FOUND),
+    BadArguments: TaskOutcome(Outcome.REJECTED, ErrorKind.BAD_ARGUMENTS),
+    InvalidArguments: TaskOutcome(Outcome.REJECTED, ErrorKind.INVALID_ARGUMENTS),
+    CapabilityMissing: TaskOutcome(Outcome.REJECTED, ErrorKind.CAPABILITY_MISSING),
+    HopLimitExceeded: TaskOutcome(Outcome.REJECTED, ErrorKind.HOP_LIMIT),
+    # running: the work was accepted and could not be done
+    BudgetExceeded: TaskOutcome(Outcome.FAILED, ErrorKind.BUDGET_EXCEEDED),
+    ToolTimeout: TaskOutcome(Outcome.FAILED, ErrorKind.TIMEOUT),
+    GuardError: TaskOutcome(Outcome.FAILED, ErrorKind.GUARD),
+    PeerError: TaskOutcome(Outcome.FAILED, ErrorKind.PEER),
+    ToolExecutionError: TaskOutcome(Outcome.FAILED, ErrorKind.EXECUTION),
+    StepLimitExceeded: _FAILED,
+    ToolCallLimitExceeded: _FAILED,
+    PlanningTimeout: _FAILED,
+    CostLimitExceeded: TaskOutcome(Outcome.FAILED, ErrorKind.BUDGET_EXCEEDED),
+    ProviderError: _FAILED,
+}
+
+
+def task_outcome(exc: BaseException) -> TaskOutcome | None:
+    """The outcome ``exc`` gives a task (its nearest class in :data:`TASK_OUTCOMES`), or None."""
+    for cls in type(exc).__mro__:
+        outcome = TASK_OUTCOMES.get(cls)
+        if outcome is not None:
+            return outcome
+    return None
 
 
 @dataclass(slots=True)
@@ -101,6 +192,8 @@ class NodeExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         try:
             await self._handle(context, message, task, updater)
+        except (NodeError, NeedsInput) as exc:
+            await self._stop(updater, exc)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -122,12 +215,8 @@ class NodeExecutor(AgentExecutor):
     ) -> None:
         metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
         settings = self._settings
-        try:
-            hop = read_hop(metadata, default_max_hops=settings.max_hops)
-            check_hop(hop, settings.agent_id, time.time())
-        except ToolError as exc:
-            await updater.reject(self._say(updater, str(exc)))
-            return
+        hop = read_hop(metadata, default_max_hops=settings.max_hops)
+        check_hop(hop, settings.agent_id, time.time())
 
         request = parse_request(
             get_text_parts(message.parts), get_data_parts(message.parts), metadata
@@ -138,29 +227,17 @@ class NodeExecutor(AgentExecutor):
             ctx = self._tool_context(context, metadata, hop, updater)
             await self._plan_with_model(request, ctx, updater)
             return
-        try:
-            calls = plan_request(
-                request, skills, pending=pending, max_calls=settings.max_calls_per_task
-            )
-            for call in calls:
-                prepared = self._tools.prepare_call(call.name, call.arguments)
-                call.arguments = prepared.arguments
-        except NeedsInput as need:
-            await updater.requires_input(
-                updater.new_agent_message([Part(text=str(need)), _data_part(need.to_data())])
-            )
-            return
-        except (PlanningError, ToolError) as exc:
-            await updater.reject(self._say(updater, str(exc)))
-            return
+        calls = plan_request(
+            request, skills, pending=pending, max_calls=settings.max_calls_per_task
+        )
+        for call in calls:
+            prepared = self._tools.prepare_call(call.name, call.arguments)
+            call.arguments = prepared.arguments
 
         ctx = self._tool_context(context, metadata, hop, updater)
         missing = self._missing_capabilities(calls, ctx.capabilities)
         if missing:
-            await updater.reject(
-                self._say(updater, f"missing capability: {', '.join(sorted(missing))}")
-            )
-            return
+            raise CapabilityMissing(f"missing capability: {', '.join(sorted(missing))}")
 
         results = await self._run(calls, ctx, updater)
         for result in results:
@@ -219,11 +296,7 @@ class NodeExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
 
         runner = ToolRunner(self._tools, output_sink=_ArtifactSink(updater))
-        try:
-            outcome = await planner.run(request.text, self._tools, runner, ctx, progress=progress)
-        except PlanningError as exc:
-            await updater.failed(self._say(updater, str(exc)))
-            return
+        outcome = await planner.run(request.text, self._tools, runner, ctx, progress=progress)
         trace = [
             {"tool": r.tool, "ok": r.ok, **({"error": r.error} if not r.ok else {})}
             for r in outcome.results
@@ -242,6 +315,19 @@ class NodeExecutor(AgentExecutor):
         return bool(request.text) and not structured and "skill" not in request.metadata
 
     # -- helpers ----------------------------------------------------------------------------
+
+    async def _stop(self, updater: TaskUpdater, exc: NodeError | NeedsInput) -> None:
+        """End (or pause) the task as :data:`TASK_OUTCOMES` says for ``exc``."""
+        outcome = task_outcome(exc)
+        if outcome is None:  # pragma: no cover - NodeError is in the table
+            raise exc
+        if outcome.state is Outcome.INPUT_REQUIRED and isinstance(exc, NeedsInput):
+            parts = [Part(text=str(exc)), _data_part(exc.to_data())]
+            await updater.requires_input(updater.new_agent_message(parts))
+        elif outcome.state is Outcome.REJECTED:
+            await updater.reject(self._say(updater, str(exc)))
+        else:
+            await updater.failed(self._say(updater, str(exc)))
 
     @staticmethod
     def _say(updater: TaskUpdater, text: str) -> Message:

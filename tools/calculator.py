@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from node.errors import InvalidArguments, ToolError
+from node.errors import InvalidArguments, ToolExecutionError
 from node.tooling import tool
 
 __all__ = ["calculate", "evaluate", "number_stats"]
@@ -68,9 +68,9 @@ _SYMBOLS |= {ast.Mod: "%", ast.Pow: "**"}
 
 def _check(value: Number) -> Number:
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise ToolError(f"the result is too large (more than {MAX_INT_BITS} bits)")
+        raise ToolExecutionError(f"the result is too large (more than {MAX_INT_BITS} bits)")
     if isinstance(value, float) and not math.isfinite(value):
-        raise ToolError("the result is too large or undefined (overflow or not a number)")
+        raise ToolExecutionError("the result is too large or undefined (overflow or not a number)")
     return value
 
 
@@ -78,10 +78,12 @@ def _power(base: Number, exponent: Number) -> Number:
     exact = isinstance(base, int) and isinstance(exponent, int)
     bits = exponent * (abs(int(base)).bit_length() - 1) if exact else 0
     if bits > MAX_INT_BITS:
-        raise ToolError(f"the result is too large (more than {MAX_INT_BITS} bits)")
+        raise ToolExecutionError(f"the result is too large (more than {MAX_INT_BITS} bits)")
     result = base**exponent
     if isinstance(result, complex):
-        raise ToolError("a negative number raised to a fractional power has no real result")
+        raise ToolExecutionError(
+            "a negative number raised to a fractional power has no real result"
+        )
     return result
 
 
@@ -108,7 +110,7 @@ def _eval(node: ast.AST) -> Number:
         try:
             return _check(function(*args))
         except (TypeError, ValueError) as exc:
-            raise ToolError(f"{node.func.id}(): {exc}") from exc
+            raise ToolExecutionError(f"{node.func.id}(): {exc}") from exc
     if isinstance(node, ast.Name):
         raise InvalidArguments(f"unknown name {node.id!r}; constants are {', '.join(_CONSTANTS)}")
     operators = " ".join(_SYMBOLS.values())
@@ -127,9 +129,9 @@ def evaluate(expression: str) -> Number:
     try:
         return _eval(tree.body)
     except ZeroDivisionError as exc:
-        raise ToolError(f"division by zero in {expression!r}") from exc
+        raise ToolExecutionError(f"division by zero in {expression!r}") from exc
     except OverflowError as exc:
-        raise ToolError(f"the result of {expression!r} is too large") from exc
+        raise ToolExecutionError(f"the result of {expression!r} is too large") from exc
     except RecursionError as exc:
         raise InvalidArguments(f"expression {expression!r} is nested too deeply") from exc
 
@@ -181,10 +183,10 @@ def number_stats(
             "stdev": statistics.stdev(numbers) if len(numbers) > 1 else None,
         }
     except (OverflowError, ValueError) as exc:
-        raise ToolError(f"cannot summarise these numbers: {exc}") from exc
+        raise ToolExecutionError(f"cannot summarise these numbers: {exc}") from exc
     overflowed = [k for k, v in stats.items() if isinstance(v, float) and not math.isfinite(v)]
     if overflowed:
-        raise ToolError(
+        raise ToolExecutionError(
             f"cannot summarise these numbers: the {', '.join(overflowed)} overflows a float"
         )
     return stats

@@ -30,7 +30,7 @@ from typing import Annotated, Any
 import re2
 from pydantic import Field
 
-from node.errors import GuardError, InvalidArguments, ToolError
+from node.errors import GuardError, InvalidArguments, ToolError, ToolExecutionError
 from node.tooling import ToolContext, run_in_process, tool
 from node.tooling.guards import Workspace, atomic_write
 from node.tooling.guards.paths import NAME_MAX, os_error_reason, shown
@@ -52,7 +52,7 @@ _RE2_SYNTAX = (
 
 def _workspace(ctx: ToolContext) -> Workspace:
     if ctx.workspace is None:
-        raise ToolError("file tools are disabled on this node (no workspace configured)")
+        raise ToolExecutionError("file tools are disabled on this node (no workspace configured)")
     return ctx.workspace
 
 
@@ -66,7 +66,7 @@ def _os_errors(action: str, path: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise ToolError(f"cannot {action} {shown(path)}: {os_error_reason(exc)}") from exc
+        raise ToolExecutionError(f"cannot {action} {shown(path)}: {os_error_reason(exc)}") from exc
 
 
 @tool(read_only=True, tags=("files",), examples=("Read notes/todo.md",))
@@ -87,14 +87,16 @@ def read_file(
     target = workspace.resolve_read(path)
     with _os_errors("read", path):
         if target.is_dir():
-            raise ToolError(f"{shown(path)} is a directory; use list_dir to see its entries")
+            raise ToolExecutionError(
+                f"{shown(path)} is a directory; use list_dir to see its entries"
+            )
         size = target.stat().st_size
         with target.open("rb") as handle:
             head = handle.read(SNIFF_BYTES)
             handle.seek(offset)
             data = handle.read(max_bytes)
     if _is_binary(head):
-        raise ToolError(f"{shown(path)} is a binary file; only text files can be read")
+        raise ToolExecutionError(f"{shown(path)} is a binary file; only text files can be read")
     return {
         "path": workspace.relative(target),
         "size": size,
@@ -123,9 +125,11 @@ def write_file(
     with _os_errors("write", path):
         existed = target.exists()
         if target.is_dir():
-            raise ToolError(f"{shown(path)} is a directory; give a file path")
+            raise ToolExecutionError(f"{shown(path)} is a directory; give a file path")
         if existed and not overwrite:
-            raise ToolError(f"{shown(path)} already exists; pass overwrite=true to replace it")
+            raise ToolExecutionError(
+                f"{shown(path)} already exists; pass overwrite=true to replace it"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         written = atomic_write(target, content)
     return {"path": workspace.relative(target), "bytes": written, "created": not existed}
@@ -157,7 +161,9 @@ def list_dir(
     folder = workspace.resolve_read(path)
     with _os_errors("list", path):
         if not folder.is_dir():
-            raise ToolError(f"{shown(path)} is a file, not a folder; use read_file to read it")
+            raise ToolExecutionError(
+                f"{shown(path)} is a file, not a folder; use read_file to read it"
+            )
         children = [c for c in folder.iterdir() if pattern is None or fnmatch(c.name, pattern)]
         entries = [_entry(child) for child in children]
     entries.sort(key=lambda e: (e["type"] != "dir", e["name"]))

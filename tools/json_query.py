@@ -20,7 +20,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError, ParseError
 from pydantic import Field
 
-from node.errors import InvalidArguments, ToolError
+from node.errors import InvalidArguments, ToolExecutionError
 from node.tooling import tool
 
 __all__ = ["MAX_RESULT_VALUES", "json_query"]
@@ -51,7 +51,7 @@ def _check_result(result: Any, expression: str) -> None:
         value = stack.pop()
         count += 1
         if count > MAX_RESULT_VALUES:
-            raise ToolError(
+            raise ToolExecutionError(
                 f"the result of {_quoted(expression)} is too large (more than "
                 f"{MAX_RESULT_VALUES:,} values); select less"
             )
@@ -60,7 +60,7 @@ def _check_result(result: Any, expression: str) -> None:
         elif isinstance(value, list):
             stack.extend(value)
         elif isinstance(value, float) and not math.isfinite(value):
-            raise ToolError(
+            raise ToolExecutionError(
                 f"the result of {_quoted(expression)} holds {value}, which JSON cannot carry "
                 "(a sum or product too large for a float?)"
             )
@@ -95,8 +95,10 @@ def json_query(expression: Annotated[str, Field(min_length=1, max_length=2000)],
     try:
         result = compiled.search(data)
     except JMESPathError as exc:
-        raise ToolError(f"JMESPath expression {expression!r} failed: {exc}") from exc
+        raise ToolExecutionError(f"JMESPath expression {expression!r} failed: {exc}") from exc
     except RecursionError as exc:
-        raise ToolError(f"JMESPath expression {_quoted(expression)} nests too deeply") from exc
+        raise ToolExecutionError(
+            f"JMESPath expression {_quoted(expression)} nests too deeply"
+        ) from exc
     _check_result(result, expression)
     return result

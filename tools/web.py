@@ -19,7 +19,7 @@ from urllib.parse import urldefrag, urljoin
 from pydantic import Field
 from selectolax.lexbor import LexborHTMLParser
 
-from node.errors import ToolError
+from node.errors import ToolExecutionError
 from node.tooling import ToolContext, run_in_process, tool
 from node.tooling.guards import FetchResponse
 
@@ -108,7 +108,9 @@ def page_links(html: str, base_url: str, limit: int) -> list[dict[str, str]]:
 
 async def _get(ctx: ToolContext, url: str, max_bytes: int) -> FetchResponse:
     if ctx.url_guard is None or ctx.http is None:
-        raise ToolError("fetching URLs is disabled on this node (no HTTP client or URL guard)")
+        raise ToolExecutionError(
+            "fetching URLs is disabled on this node (no HTTP client or URL guard)"
+        )
     return await ctx.url_guard.fetch(
         ctx.http, "GET", url, timeout=FETCH_TIMEOUT_S, max_bytes=max_bytes
     )
@@ -179,7 +181,9 @@ async def extract_links(
     """
     response = await _get(ctx, url, max_bytes)
     if not _is_html(response):
-        raise ToolError(f"{url} is not an HTML page (content type {response.content_type!r})")
+        raise ToolExecutionError(
+            f"{url} is not an HTML page (content type {response.content_type!r})"
+        )
     return await run_in_process(page_links, response.text, response.url, max_links)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node.errors import ErrorKind, ToolError
+from node.errors import HopLimitExceeded
 from node.protocol import HOP
 
 __all__ = ["HopState", "check_hop", "forward_metadata", "read_hop", "remaining"]
@@ -28,8 +28,8 @@ class HopState:
     deadline: float | None = None
 
 
-def _violation(message: str) -> ToolError:
-    return ToolError(message, kind=ErrorKind.HOP_LIMIT)
+def _violation(message: str) -> HopLimitExceeded:
+    return HopLimitExceeded(message)
 
 
 def _is_number(value: object) -> bool:
@@ -41,7 +41,7 @@ def read_hop(metadata: Mapping[str, Any] | None, *, default_max_hops: int) -> Ho
 
     ``default_max_hops`` is the node's own limit: a sender's ``max_hops`` can only lower it.
 
-    Malformed hop metadata is a violation (``ToolError`` of kind ``HOP_LIMIT``).
+    Malformed hop metadata is a violation (:class:`HopLimitExceeded`).
     """
     raw = (metadata or {}).get(HOP)
     if raw is None:
@@ -63,7 +63,7 @@ def read_hop(metadata: Mapping[str, Any] | None, *, default_max_hops: int) -> Ho
 
 
 def check_hop(state: HopState, self_id: str, now: float) -> None:
-    """Raise ``ToolError(kind=HOP_LIMIT)`` when ``self_id`` may not handle this message."""
+    """Raise :class:`HopLimitExceeded` when ``self_id`` may not handle this message."""
     path = " → ".join((*state.chain, self_id))
     if self_id in state.chain:
         raise _violation(f"loop: {path}")

@@ -12,7 +12,7 @@ Hop guard. The tool reads these fields of :class:`ToolContext` (the executor set
 - ``agent_id``: this node's agent id (default: the ``self_id`` the tool was built with);
 - ``max_hops``: the hop limit for a fresh chain (default: the tool's ``max_hops``).
 
-Before sending, the tool refuses (``ToolError`` of kind ``HOP_LIMIT``) when this node may not
+Before sending, the tool refuses (``HopLimitExceeded``) when this node may not
 forward, or when the peer would refuse (it is already in the chain, or the chain is full). The
 forwarded message carries the chain plus this node and a deadline of ``min(incoming deadline,
 now + call_timeout_s)``; the call waits until that deadline and no longer.

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from node.errors import ToolError
+from node.errors import ToolExecutionError
 
 __all__ = ["STEP_ID_PATTERN", "Ref", "compile_arguments", "parse_pointer", "references", "resolve"]
 
@@ -117,13 +117,13 @@ def resolve(template: Any, *, input: Any, steps: Mapping[str, Any], step: str) -
         elif template.step in steps:
             document = steps[template.step]
         else:
-            raise ToolError(
+            raise ToolExecutionError(
                 f"step {step!r}: {template.text!r}: step {template.step!r} has no result"
             )
         try:
             return copy.deepcopy(_lookup(document, template.pointer))
         except LookupError as exc:
-            raise ToolError(
+            raise ToolExecutionError(
                 f"step {step!r}: {template.text!r} has no value: {exc.args[0]}"
             ) from None
     if isinstance(template, dict):

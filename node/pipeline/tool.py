@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from node.errors import ConfigError, ErrorKind, PeerError, ToolError
+from node.errors import ConfigError, ErrorKind, PeerError, ToolError, tool_error
 from node.pipeline.refs import resolve
 from node.pipeline.spec import PipelineSpec, StepSpec
 from node.tooling.catalog import CombinedCatalog, ToolCatalog, not_found_message
@@ -181,7 +181,7 @@ class _Run:
         elif step.spec.on_error == "continue":
             self.outputs[step.spec.id] = {"error": message, "kind": str(kind)}
         else:
-            raise ToolError(f"pipeline {self.tool.name!r}: {message}", kind=kind)
+            raise tool_error(kind, f"pipeline {self.tool.name!r}: {message}")
 
     async def _on_event(self, event: ToolEvent) -> None:
         if event.kind == "finished" and event.result is not None:

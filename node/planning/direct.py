@@ -31,12 +31,15 @@ class NoSkillNamed(PlanningError):
     """The request names no skill; the message says which exist and how to call them."""
 
 
-class BadRequest(PlanningError):
+class InvalidRequest(PlanningError):
     """The request has an unusable shape."""
 
 
-class NeedsInput(PlanningError):
-    """Required arguments are missing; the caller is asked for them."""
+class NeedsInput(Exception):
+    """Required arguments are missing; the caller is asked for them.
+
+    A control signal, not an error: it is outside the :class:`node.errors.NodeError` tree.
+    """
 
     def __init__(self, skill: str, arguments: Mapping[str, Any], missing: list[str], schema: Any):
         super().__init__(f"skill {skill!r} needs: {', '.join(missing)}")
@@ -90,7 +93,7 @@ def _arguments(raw: Any) -> Any:
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise BadRequest(f"arguments are not valid JSON: {exc.msg}") from exc
+            raise InvalidRequest(f"arguments are not valid JSON: {exc.msg}") from exc
     return raw
 
 
@@ -102,7 +105,7 @@ def _missing(tool: Tool, arguments: Any) -> list[str]:
 
 def _call(skills: Mapping[str, Tool], entry: Any, *, ask_for_missing: bool) -> ToolCall:
     if not isinstance(entry, dict):
-        raise BadRequest("each call must be an object with 'skill' (or 'tool') and 'arguments'")
+        raise InvalidRequest("each call must be an object with 'skill' (or 'tool') and 'arguments'")
     tool = _lookup(skills, entry.get("skill", entry.get("tool")))
     arguments = _arguments(entry.get("arguments"))
     missing = _missing(tool, arguments)
@@ -129,11 +132,11 @@ def _continue(skills: Mapping[str, Tool], request: Request, pending: Mapping[str
     if supplied is None and request.text:
         name = _single_string_param(tool, missing)
         if name is None:
-            raise BadRequest(f"send the missing arguments as data: {', '.join(missing)}")
+            raise InvalidRequest(f"send the missing arguments as data: {', '.join(missing)}")
         supplied = {name: request.text}
     supplied = _arguments(supplied)
     if not isinstance(supplied, dict):
-        raise BadRequest("the missing arguments must be a JSON object")
+        raise InvalidRequest("the missing arguments must be a JSON object")
     arguments.update(supplied)
     return _call(skills, {"skill": tool.name, "arguments": arguments}, ask_for_missing=True)
 
@@ -154,9 +157,9 @@ def plan_request(
         if "calls" in item:
             calls = item["calls"]
             if not isinstance(calls, list) or not calls:
-                raise BadRequest("'calls' must be a non-empty list")
+                raise InvalidRequest("'calls' must be a non-empty list")
             if len(calls) > max_calls:
-                raise BadRequest(f"too many calls: {len(calls)} > {max_calls}")
+                raise InvalidRequest(f"too many calls: {len(calls)} > {max_calls}")
             return [_call(skills, c, ask_for_missing=False) for c in calls]
         if "skill" in item or "tool" in item:
             return [_call(skills, item, ask_for_missing=True)]
@@ -171,7 +174,7 @@ def plan_request(
         elif not request.text and not request.data:
             arguments = {}
         else:
-            raise BadRequest(
+            raise InvalidRequest(
                 f"skill {skill!r} does not take a single text parameter; send a data part "
                 "{'skill': ..., 'arguments': {...}}"
             )

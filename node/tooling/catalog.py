@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from node.errors import ConfigError, ErrorKind, ToolError, ToolNotFound
+from node.errors import BadArguments, ConfigError, ToolNotFound
 from node.tooling.schema import ArgumentSchema, compile_schema
 from node.tooling.tool import Tool, ToolPolicy
 
@@ -253,8 +253,8 @@ def not_found_message(name: str, names: Mapping[str, Any] | frozenset[str]) -> s
     return f"unknown tool {shown!r}{hint}"
 
 
-def _bad(message: str) -> ToolError:
-    return ToolError(message, kind=ErrorKind.BAD_ARGUMENTS)
+def _bad(message: str) -> BadArguments:
+    return BadArguments(message)
 
 
 def _as_object(raw: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
-from node.errors import ConfigError, InvalidArguments, ToolError
+from node.errors import ConfigError, InvalidArguments, ToolExecutionError
 from node.tooling.context import ToolContext
 from node.tooling.isolation import Isolation
 from node.tooling.tool import Tool, ToolPolicy
@@ -123,7 +123,9 @@ class HttpTool(_Declared):
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         if ctx.url_guard is None or ctx.http is None:
-            raise ToolError(f"{self.name} needs outbound HTTP, which this node has not configured")
+            raise ToolExecutionError(
+                f"{self.name} needs outbound HTTP, which this node has not configured"
+            )
         values = {f: quote(_as_arg(self._value(arguments, f)), safe="") for f in self._url_fields}
         url = self.url.format_map(values)
         rest = {k: v for k, v in arguments.items() if k not in values}
@@ -141,7 +143,9 @@ class HttpTool(_Declared):
         )  # fmt: skip
         if response.status_code >= 400:
             detail = response.text.strip()[-_STDERR_TAIL:]
-            raise ToolError(f"{self.name}: HTTP {response.status_code}: {detail}".rstrip(": "))
+            raise ToolExecutionError(
+                f"{self.name}: HTTP {response.status_code}: {detail}".rstrip(": ")
+            )
         if response.content_type == "application/json" or response.content_type.endswith("+json"):
             return response.json()
         return response.text
@@ -195,7 +199,9 @@ class CommandTool(_Declared):
                 stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
             )  # fmt: skip
         except OSError as exc:
-            raise ToolError(f"{self.name}: cannot start {argv[0]}: {exc.strerror or exc}") from exc
+            raise ToolExecutionError(
+                f"{self.name}: cannot start {argv[0]}: {exc.strerror or exc}"
+            ) from exc
         try:
             assert process.stdout is not None
             assert process.stderr is not None
@@ -211,7 +217,7 @@ class CommandTool(_Declared):
         text = out.decode("utf-8", errors="replace")
         if code != 0:
             tail = err.decode("utf-8", errors="replace").strip()[-_STDERR_TAIL:]
-            raise ToolError(
+            raise ToolExecutionError(
                 f"{self.name}: {argv[0]} exited with status {code}: {tail}".rstrip(": ")
             )
         return f"{text}\n[stdout cut at {limit} bytes]" if cut else text

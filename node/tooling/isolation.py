@@ -55,7 +55,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, Literal, TypeVar, cast
 
-from node.errors import ConfigError, ToolError
+from node.errors import ConfigError, ToolExecutionError
 
 __all__ = [
     "ISOLATION_MODES",
@@ -379,8 +379,8 @@ class WorkerPool:
         except _WorkerGone:
             code = worker.kill()
             if self._closed:
-                raise ToolError(_CLOSED) from None
-            raise ToolError(
+                raise ToolExecutionError(_CLOSED) from None
+            raise ToolExecutionError(
                 f"the worker process running {qualname} died (exit code {code})"
             ) from None
         finally:
@@ -401,12 +401,12 @@ class WorkerPool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done() and not waiter.get_loop().is_closed():
-                waiter.set_exception(ToolError(_CLOSED))
+                waiter.set_exception(ToolExecutionError(_CLOSED))
 
     async def _acquire(self) -> _Worker:
         while True:
             if self._closed:
-                raise ToolError(_CLOSED)
+                raise ToolExecutionError(_CLOSED)
             while self._idle:
                 worker = self._idle.pop()
                 if worker.alive():
@@ -495,14 +495,14 @@ def _outcome(reply: bytes, qualname: str) -> Any:
     try:
         status, value, trace = pickle.loads(reply)
     except Exception as exc:
-        raise ToolError(f"the result of {qualname} could not be read back: {exc}") from exc
+        raise ToolExecutionError(f"the result of {qualname} could not be read back: {exc}") from exc
     if status == "ok":
         return value
     if isinstance(value, BaseException):
         if trace:
             value.add_note(f"raised in a worker process:\n{trace.rstrip()}")
         raise value
-    raise ToolError(f"{qualname} failed in a worker process")
+    raise ToolExecutionError(f"{qualname} failed in a worker process")
 
 
 def default_pool() -> WorkerPool:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Any, Protocol, cast
 
-from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolTimeout
+from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolExecutionError, ToolTimeout
 from node.tooling.catalog import PreparedCall, ToolCatalog
 from node.tooling.context import ToolContext
 from node.tooling.results import (
@@ -213,7 +213,7 @@ def _text_form(output: Any) -> tuple[Any, str]:
         where = non_finite_path(output)
         if where is not None:
             at = f" at {where}" if where else ""
-            raise ToolError(
+            raise ToolExecutionError(
                 f"the output holds a number that is not finite (NaN or Infinity){at}; "
                 "JSON cannot carry it"
             ) from None

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from node.planning.direct import (
-    BadRequest,
+    InvalidRequest,
     NeedsInput,
     NoSkillNamed,
     UnknownSkill,
@@ -54,7 +54,7 @@ def test_arguments_may_be_a_json_string() -> None:
 
 
 def test_arguments_that_are_not_json_are_a_bad_request() -> None:
-    with pytest.raises(BadRequest, match="not valid JSON"):
+    with pytest.raises(InvalidRequest, match="not valid JSON"):
         plan({"skill": "add", "arguments": "{a: 1"})
 
 
@@ -87,7 +87,7 @@ def test_a_list_of_calls_is_planned_in_order_without_asking_for_input() -> None:
     ],
 )
 def test_bad_call_lists_are_refused(calls: Any, message: str) -> None:
-    with pytest.raises(BadRequest, match=message):
+    with pytest.raises(InvalidRequest, match=message):
         plan({"calls": calls}, max_calls=2)
 
 
@@ -110,7 +110,7 @@ def test_a_data_part_fills_the_arguments_of_the_named_skill() -> None:
 
 
 def test_text_for_a_skill_without_a_single_string_parameter_is_refused() -> None:
-    with pytest.raises(BadRequest, match="does not take a single text parameter"):
+    with pytest.raises(InvalidRequest, match="does not take a single text parameter"):
         plan(text="1 + 2", metadata={"skill": "add"})
 
 
@@ -149,7 +149,7 @@ def test_a_follow_up_text_fills_the_single_missing_string() -> None:
 
 
 def test_a_follow_up_text_cannot_fill_several_missing_arguments() -> None:
-    with pytest.raises(BadRequest, match="send the missing arguments as data: title, body"):
+    with pytest.raises(InvalidRequest, match="send the missing arguments as data: title, body"):
         plan(text="b", pending={"skill": "note", "arguments": {}})
 
 
@@ -160,7 +160,7 @@ def test_a_follow_up_that_still_misses_something_asks_again() -> None:
 
 
 def test_a_follow_up_that_is_not_an_object_is_refused() -> None:
-    with pytest.raises(BadRequest, match="must be a JSON object"):
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
         plan({"arguments": "[1, 2]"}, pending=PENDING)
 
 

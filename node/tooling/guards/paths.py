@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from node.errors import ConfigError, GuardError, ToolError
+from node.errors import ConfigError, GuardError, ToolExecutionError
 
 __all__ = ["NAME_MAX", "PATH_MAX", "Workspace", "atomic_write", "os_error_reason", "shown"]
 
@@ -76,11 +76,11 @@ class Workspace:
         try:
             exists = resolved.exists()
         except OSError as exc:
-            raise ToolError(
+            raise ToolExecutionError(
                 f"{shown(os.fspath(path))} cannot be read: {os_error_reason(exc)}"
             ) from exc
         if not exists:
-            raise ToolError(f"{shown(os.fspath(path))} does not exist in the workspace")
+            raise ToolExecutionError(f"{shown(os.fspath(path))} does not exist in the workspace")
         return resolved
 
     def resolve_write(self, path: StrPath) -> Path:

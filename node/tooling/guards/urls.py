@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from node.errors import ConfigError, GuardError, ToolError, ToolTimeout
+from node.errors import ConfigError, GuardError, ToolExecutionError, ToolTimeout
 
 __all__ = ["FetchResponse", "IPAddress", "UrlGuard", "is_public_address"]
 
@@ -101,7 +101,9 @@ class FetchResponse:
         try:
             return jsonlib.loads(self.text)
         except ValueError as exc:
-            raise ToolError(f"the response from {self.url} is not valid JSON: {exc}") from exc
+            raise ToolExecutionError(
+                f"the response from {self.url} is not valid JSON: {exc}"
+            ) from exc
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -173,7 +175,7 @@ class UrlGuard:
         except httpx.TimeoutException as exc:
             raise ToolTimeout(f"fetching {url} timed out ({type(exc).__name__})") from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
-            raise ToolError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from exc
+            raise ToolExecutionError(f"fetching {url} failed: {type(exc).__name__}: {exc}") from exc
 
     async def _fetch(
         self,
