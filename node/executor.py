@@ -66,6 +66,7 @@ from node.planning.providers.base import ProviderError
 from node.planning.settings import PlannerSettings
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
+from node.tooling.catalog import PreparedCall
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,16 @@ class _ArtifactSink:
         return f"artifact {name!r}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    """A message that passed admission: its request, the call it continues, its tool context."""
+
+    request: Request
+    pending: dict[str, Any] | None
+    ctx: ToolContext
+    is_free_text: bool
+
+
 class NodeExecutor(AgentExecutor):
     """Runs structured requests against the node's tools; peers are tools too."""
 
@@ -213,33 +224,57 @@ class NodeExecutor(AgentExecutor):
     async def _handle(
         self, context: RequestContext, message: Message, task: Task, updater: TaskUpdater
     ) -> None:
-        metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
-        settings = self._settings
-        hop = read_hop(metadata, default_max_hops=settings.max_hops)
-        check_hop(hop, settings.agent_id, time.time())
+        """Admit, plan, run, report; an error on the way ends the task by :data:`TASK_OUTCOMES`."""
+        admitted = self._admit(context, message, task, updater)
+        if self._settings.planner is not None and admitted.is_free_text:
+            await self._plan_with_model(admitted.request, admitted.ctx, updater)
+            return
+        prepared = self._plan(admitted)
+        results = await self._run(prepared, admitted.ctx, updater)
+        await self._report(results, updater)
 
+    def _admit(
+        self, context: RequestContext, message: Message, task: Task, updater: TaskUpdater
+    ) -> _Admitted:
+        """Check the message's hops (raises :class:`HopLimitExceeded`) and read its request."""
+        metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+        hop = read_hop(metadata, default_max_hops=self._settings.max_hops)
+        check_hop(hop, self._settings.agent_id, time.time())
         request = parse_request(
             get_text_parts(message.parts), get_data_parts(message.parts), metadata
         )
         pending = self._pending(task)
-        skills = self._skills()
-        if settings.planner is not None and pending is None and self._is_free_text(request):
-            ctx = self._tool_context(context, metadata, hop, updater)
-            await self._plan_with_model(request, ctx, updater)
-            return
-        calls = plan_request(
-            request, skills, pending=pending, max_calls=settings.max_calls_per_task
+        return _Admitted(
+            request=request,
+            pending=pending,
+            ctx=self._tool_context(context, metadata, hop, updater),
+            is_free_text=pending is None and self._is_free_text(request),
         )
-        for call in calls:
-            prepared = self._tools.prepare_call(call.name, call.arguments)
-            call.arguments = prepared.arguments
 
-        ctx = self._tool_context(context, metadata, hop, updater)
-        missing = self._missing_capabilities(calls, ctx.capabilities)
+    def _plan(self, admitted: _Admitted) -> list[tuple[ToolCall, PreparedCall]]:
+        """The request's calls, prepared and capability-checked once, for the runner to run.
+
+        Raises what :data:`TASK_OUTCOMES` turns into a rejection or an input-required pause.
+        """
+        calls = plan_request(
+            admitted.request,
+            self._skills(),
+            pending=admitted.pending,
+            max_calls=self._settings.max_calls_per_task,
+        )
+        prepared: list[tuple[ToolCall, PreparedCall]] = []
+        for call in calls:
+            ready = self._tools.prepare_call(call.name, call.arguments)
+            call.arguments = ready.arguments
+            prepared.append((call, ready))
+        granted = admitted.ctx.capabilities
+        missing = {c for _, ready in prepared for c in ready.tool.requires} - granted
         if missing:
             raise CapabilityMissing(f"missing capability: {', '.join(sorted(missing))}")
+        return prepared
 
-        results = await self._run(calls, ctx, updater)
+    async def _report(self, results: list[ToolResult], updater: TaskUpdater) -> None:
+        """One artifact per result; the task fails when every call failed, else completes."""
         for result in results:
             name = result.tool if result.ok else f"{result.tool}.error"
             part = _result_part(result) if result.ok else _data_part(self._error_data(result))
@@ -252,7 +287,10 @@ class NodeExecutor(AgentExecutor):
             await updater.complete()
 
     async def _run(
-        self, calls: list[ToolCall], ctx: ToolContext, updater: TaskUpdater
+        self,
+        prepared: list[tuple[ToolCall, PreparedCall]],
+        ctx: ToolContext,
+        updater: TaskUpdater,
     ) -> list[ToolResult]:
         """Run the calls; the first "calling" update is the move to working.
 
@@ -260,7 +298,7 @@ class NodeExecutor(AgentExecutor):
         call's "done" is left to the terminal status that follows it at once (it cost ~15 % of
         throughput on a one-call task).
         """
-        total = len(calls)
+        total = len(prepared)
         started = done = 0
 
         async def progress(event: ToolEvent) -> None:
@@ -279,7 +317,7 @@ class NodeExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING, self._say(updater, text))
 
         runner = ToolRunner(self._tools, on_event=progress, output_sink=_ArtifactSink(updater))
-        return await runner.run(calls, ctx)
+        return await runner.run_prepared(prepared, ctx)
 
     async def _plan_with_model(
         self, request: Request, ctx: ToolContext, updater: TaskUpdater
@@ -348,14 +386,6 @@ class NodeExecutor(AgentExecutor):
                 pending: dict[str, Any] = data["pending"]
                 return pending
         return None
-
-    def _missing_capabilities(self, calls: list[ToolCall], granted: frozenset[str]) -> set[str]:
-        missing: set[str] = set()
-        for call in calls:
-            tool = self._tools.get(call.name)
-            if tool is not None:
-                missing |= set(tool.requires) - granted
-        return missing
 
     def _tool_context(
         self,

@@ -1,5 +1,8 @@
 """The runner: prepared calls in, results out, in call order; every failure is a result.
 
+A caller that already prepared its calls (:meth:`ToolRunner.prepare`: name, arguments,
+capabilities) runs them with :meth:`ToolRunner.run_prepared`; :meth:`ToolRunner.run` and
+:meth:`ToolRunner.run_one` prepare raw calls first, each preparation failure becoming a result.
 Consecutive concurrency-safe calls run together, anything else runs alone, in order. Before a call
 runs, the caller's capabilities are checked and its cost is charged; while it runs, a timeout
 applies (the call's or the tool's, never beyond the task's deadline ``ctx.deadline``, epoch
@@ -77,12 +80,45 @@ class ToolRunner:
     async def run(self, calls: Sequence[ToolCall], ctx: ToolContext) -> list[ToolResult]:
         """Run ``calls``; return one result per call, in call order.
 
-        Every call is prepared (name, arguments, capabilities) before any of them runs.
+        Every call is prepared (name, arguments, capabilities) before any of them runs; a call
+        that cannot be prepared is an error result.
         """
-        prepared = [self._prepare(call, ctx) for call in calls]
-        results: list[ToolResult | None] = [None] * len(calls)
+        return await self._run_all([(call, self._try_prepare(call, ctx)) for call in calls], ctx)
+
+    async def run_prepared(
+        self, prepared: Sequence[tuple[ToolCall, PreparedCall]], ctx: ToolContext
+    ) -> list[ToolResult]:
+        """Run calls already prepared (by :meth:`prepare` or the catalog, capabilities checked).
+
+        One result per call, in call order; nothing is prepared or checked again.
+        """
+        return await self._run_all(list(prepared), ctx)
+
+    def prepare(self, call: ToolCall, ctx: ToolContext) -> PreparedCall:
+        """Resolve ``call``'s tool and arguments and check ``ctx``'s capabilities.
+
+        Raises the :class:`ToolError` of the problem (not found, bad or invalid arguments,
+        capability missing).
+        """
+        prepared = self.registry.prepare_call(call.name, call.arguments)
+        requires = prepared.tool.requires
+        if requires and not requires <= ctx.capabilities:
+            missing = ", ".join(sorted(requires - ctx.capabilities))
+            raise CapabilityMissing(f"{call.name} requires the capability {missing}")
+        return prepared
+
+    def _try_prepare(self, call: ToolCall, ctx: ToolContext) -> PreparedCall | ToolResult:
+        try:
+            return self.prepare(call, ctx)
+        except ToolError as exc:
+            return ToolResult.failure(call, exc.kind, str(exc))
+
+    async def _run_all(
+        self, items: list[tuple[ToolCall, PreparedCall | ToolResult]], ctx: ToolContext
+    ) -> list[ToolResult]:
+        results: list[ToolResult | None] = [None] * len(items)
         batch: list[tuple[int, ToolCall, PreparedCall]] = []
-        for index, (call, ready) in enumerate(zip(calls, prepared, strict=True)):
+        for index, (call, ready) in enumerate(items):
             if isinstance(ready, ToolResult):
                 results[index] = ready
                 if self._on_event is not None:
@@ -95,17 +131,6 @@ class ToolRunner:
                 results[index] = await self._call(call, ready, ctx)
         await self._run_batch(batch, results, ctx)
         return cast(list[ToolResult], results)
-
-    def _prepare(self, call: ToolCall, ctx: ToolContext) -> PreparedCall | ToolResult:
-        try:
-            prepared = self.registry.prepare_call(call.name, call.arguments)
-            requires = prepared.tool.requires
-            if requires and not requires <= ctx.capabilities:
-                missing = ", ".join(sorted(requires - ctx.capabilities))
-                raise CapabilityMissing(f"{call.name} requires the capability {missing}")
-        except ToolError as exc:
-            return ToolResult.failure(call, exc.kind, str(exc))
-        return prepared
 
     async def _run_batch(
         self,
