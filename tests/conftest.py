@@ -7,7 +7,8 @@ own HTTP client (peers, model endpoints, sites to fetch), or a response read whi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from starlette.types import ASGIApp
@@ -17,6 +18,21 @@ from tests.servers import InProcessApps, free_socket, wait_until_ready
 
 AppFactory = Callable[[str], ASGIApp]
 Serve = Callable[[AppFactory], Awaitable[str]]
+
+
+@pytest.fixture(autouse=True)
+def _restore_signal_handlers() -> Iterator[None]:
+    """Put back SIGINT/SIGTERM handlers after each test.
+
+    Every uvicorn server installs its own and restores the previous ones when it stops; servers
+    that overlap and stop out of order leave a stopped server's handler installed, and
+    sse-starlette reads that server's ``should_exit`` to end every later SSE stream at once
+    (in-process ones included).
+    """
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
 
 
 @pytest.fixture
