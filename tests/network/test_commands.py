@@ -31,4 +31,4 @@ def test_registry_reports_invalid_settings(capsys: pytest.CaptureFixture[str]) -
 def test_agents_names_a_registry_it_cannot_reach(capsys: pytest.CaptureFixture[str]) -> None:
     (port,) = free_ports(1)
     assert main(["agents", f"http://127.0.0.1:{port}"]) == 1
-    assert f"cannot reach the registry at http://127.0.0.1:{port}" in capsys.readouterr().err
+    assert f"cannot list agents at http://127.0.0.1:{port}/v1/agents" in capsys.readouterr().err

@@ -171,7 +171,8 @@ async def test_every_node_registers_and_is_found_by_skill_tag_and_text(
     assert set(await agents(net.registry, tag="math")) == {"coordinator", "data"}
     assert set(await agents(net.registry, q="web pages")) == {"web"}
 
-    assert main(["agents", net.registry, "--skill", "calculate"]) == 0
+    # the command runs its own event loop: in a thread, as from a shell
+    assert await asyncio.to_thread(main, ["agents", net.registry, "--skill", "calculate"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["ID", "NAME", "URL", "SKILLS", "HEALTHY"]
     assert "data" in out and net.urls["data"] in out and "coordinator" not in out
