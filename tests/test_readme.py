@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from node.tooling import Tool, ToolCall, ToolContext, ToolRegistry, ToolRunner
+from node.tooling import Tool, Toolbox, ToolCall, ToolContext, ToolRunner
 from tests.cli.clisupport import cli, running
 from tests.servers import wait_until_ready
 
@@ -95,7 +95,7 @@ async def test_the_tool_block_defines_a_working_tool():
     greet = namespace["greet"]
     assert isinstance(greet, Tool) and greet.read_only and greet.name == "greet"
     assert greet.parameters["required"] == ["name"]
-    runner = ToolRunner(ToolRegistry([greet]))
+    runner = ToolRunner(Toolbox([greet]))
     (result,) = await runner.run(
         [ToolCall("greet", {"name": "Ada", "excited": True})], ToolContext()
     )

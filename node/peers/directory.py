@@ -109,20 +109,6 @@ class PeerDirectory:
         self.skipped_entries = 0  # registry entries left out by the last registry read
         self._reported: set[str] = set()
 
-    @classmethod
-    def from_settings(
-        cls,
-        http: httpx.AsyncClient,
-        settings: PeersSettings,
-        *,
-        self_id: str,
-        tool_registry: object,
-    ) -> PeerDirectory:
-        """Deprecated spelling of the constructor (node/server/runtime.py still uses it)."""
-        if not isinstance(tool_registry, PeerToolset):
-            raise TypeError(f"the peer directory fills a PeerToolset, not {tool_registry!r}")
-        return cls(http, settings, self_id=self_id, toolset=tool_registry)
-
     def peers(self) -> list[PeerInfo]:
         """The current view, sorted by peer id."""
         out = []

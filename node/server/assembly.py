@@ -12,7 +12,6 @@ import copy
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from node.card import NodeCard, ToolRef
 from node.errors import ConfigError
@@ -41,11 +40,6 @@ class NodeTools:
     def __post_init__(self) -> None:
         self.catalog = CombinedCatalog(self.local, self.peers)
         self._skills = (None, {})
-
-    @property
-    def registry(self) -> Any:
-        """Deprecated: the peer toolset, as node/server/runtime.py hands it to the directory."""
-        return self.peers
 
     @property
     def revision(self) -> Hashable:

@@ -5,8 +5,6 @@ Everything else (schemas, isolation pools, loaders, declared tools) lives in its
 
 from __future__ import annotations
 
-from typing import Any
-
 from node.tooling.catalog import (
     CombinedCatalog,
     FilteredCatalog,
@@ -40,9 +38,3 @@ __all__ = [
     "run_in_process",
     "tool",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ToolRegistry":  # the old name, still used by node/server/runtime.py and the README
-        return Toolbox
-    raise AttributeError(f"module 'node.tooling' has no attribute {name!r}")
