@@ -182,7 +182,9 @@ async def test_every_node_registers_and_is_found_by_skill_tag_and_text(
 
 
 async def test_page_report_pipeline_crosses_coordinator_web_and_text(net: Net) -> None:
-    await send_when_discovered(net.urls["coordinator"], "compute", {"expression": "1+1"})
+    # the pipeline's steps need both peers (web and text): wait until the coordinator has both
+    page = {"url": net.site + "/", "top": 5}
+    await send_when_discovered(net.urls["coordinator"], "page_report", page)
     async with httpx.AsyncClient(timeout=30.0) as http:
         config = ClientConfig(streaming=True, httpx_client=http)
         card_json = (
@@ -190,7 +192,7 @@ async def test_page_report_pipeline_crosses_coordinator_web_and_text(net: Net) -
         ).json()
         agent_card = ParseDict(card_json, AgentCard(), ignore_unknown_fields=True)
         client = ClientFactory(config).create(agent_card)
-        message = skill_message("page_report", {"url": net.site + "/", "top": 5})
+        message = skill_message("page_report", page)
         task = Task()
         async for event in client.send_message(SendMessageRequest(message=message)):
             task = apply_event(task, event)
