@@ -67,6 +67,8 @@ from node.planning.settings import PlannerSettings
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
 from node.tooling.catalog import PreparedCall
+from node.tooling.guards.paths import Workspace
+from node.tooling.guards.urls import UrlGuard
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
@@ -136,6 +138,15 @@ def task_outcome(exc: BaseException) -> TaskOutcome | None:
 
 
 @dataclass(slots=True)
+class NodeServices:
+    """What the node shares with its tools; ``http`` is the app's client, set by its lifespan."""
+
+    workspace: Workspace | None = None
+    url_guard: UrlGuard | None = None
+    http: httpx.AsyncClient | None = None
+
+
+@dataclass(slots=True)
 class ExecutorSettings:
     """What the executor needs beyond the tools: identity, limits and shared services."""
 
@@ -145,7 +156,7 @@ class ExecutorSettings:
     task_cost_budget: float | None = None
     anonymous_capabilities: frozenset[str] = frozenset()
     planner: PlannerSettings | None = None  # free-text requests go to the LLM loop when set
-    services: dict[str, Any] = field(default_factory=dict)  # workspace, url_guard, http
+    services: NodeServices = field(default_factory=lambda: NodeServices())
 
 
 def _data_part(data: Any) -> Part:
@@ -324,8 +335,8 @@ class NodeExecutor(AgentExecutor):
     ) -> None:
         """The LLM loop over every tool of the node (internal ones included), within its limits."""
         assert self._settings.planner is not None
-        http = self._settings.services.get("http")
-        if not isinstance(http, httpx.AsyncClient):
+        http = self._settings.services.http
+        if http is None:
             raise RuntimeError("the LLM planner needs the app's httpx client")
         await updater.start_work()
         planner = LLMPlanner.from_settings(self._settings.planner, http)
@@ -412,9 +423,9 @@ class NodeExecutor(AgentExecutor):
             principal=user.user_name if authenticated and user else "anonymous",
             capabilities=capabilities,
             budget=budget,
-            workspace=services.get("workspace"),
-            url_guard=services.get("url_guard"),
-            http=services.get("http"),
+            workspace=services.workspace,
+            url_guard=services.url_guard,
+            http=services.http,
             deadline=hop.deadline,  # the caller's, bounds every tool
             progress=progress,
             agent_id=self._settings.agent_id,

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
-from node.executor import ExecutorSettings, NodeExecutor
+from node.executor import ExecutorSettings, NodeExecutor, NodeServices
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
@@ -90,10 +90,7 @@ def build_node_app(
         assert isinstance(agent_card, AgentCard)
         return agent_card
 
-    services: dict[str, object] = {
-        "workspace": node_tools.workspace,
-        "url_guard": node_tools.url_guard,
-    }
+    services = NodeServices(workspace=node_tools.workspace, url_guard=node_tools.url_guard)
     executor = NodeExecutor(
         node_tools.catalog,
         node_tools.skills,
@@ -124,7 +121,7 @@ def build_node_app(
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
-            services["http"] = runtime.http
+            services.http = runtime.http
             state.runtime = runtime
             runtime.ready = True
             try:
