@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from node.cli.common import EXIT_FAILED, RemoteError, add_json_option, parse_kv
+from node.cli.common import EXIT_FAILED, RemoteError, add_arg_option, add_json_option, parse_kv
 from node.cli.output import first_sentence, print_json, wrap
 from node.errors import ConfigError
 
@@ -156,13 +156,7 @@ def add_card_commands(sub: Any) -> None:
     p = sub.add_parser("call", help="run one of a card's tools locally, without a server")
     p.add_argument("card", help="a card file (cards/*.yaml)")
     p.add_argument("tool", help="the tool's name (see `a2a-node tools CARD`)")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one argument; VALUE is parsed as JSON when it is JSON (repeatable)",
-    )
+    add_arg_option(p)
     p.add_argument(
         "--data", "--json", dest="data", metavar="JSON", help="the arguments as one JSON object"
     )

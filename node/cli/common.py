@@ -93,6 +93,16 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", help="API key, sent as the X-API-Key header")
 
 
+def add_arg_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one argument; VALUE is parsed as JSON when it is JSON (repeatable)",
+    )
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",

@@ -24,6 +24,7 @@ from node.cli.common import (
     EXIT_OK,
     CliError,
     RemoteError,
+    add_arg_option,
     add_client_options,
     add_json_option,
     parse_kv,
@@ -182,13 +183,7 @@ def add_task_commands(sub: Any) -> None:
     p.add_argument("url", help="the node's base URL or its card URL (…/agent-card.json)")
     p.add_argument("text", nargs="?", help="text to send (with --skill: that skill's text input)")
     p.add_argument("--skill", help="the skill to call (its arguments from --arg, or TEXT)")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one argument; VALUE is parsed as JSON when it is JSON (repeatable)",
-    )
+    add_arg_option(p)
     p.add_argument("--data", help="a JSON data part, e.g. '{\"calls\": [...]}' for a batch")
     p.add_argument("--task", metavar="ID", help="reply to this task (one waiting for input)")
     p.add_argument(
