@@ -1,12 +1,17 @@
-"""The direct planner: a structured request names its skill or tools; no model is involved.
+"""The direct planner: a request names its skill or tools, or its text is routed; no model.
 
-Accepted shapes (first data part wins; text fills a single string parameter):
+Accepted shapes, in this order (the first that applies wins):
 
-- ``{"skill": "add", "arguments": {...}}`` or ``{"tool": "add", "arguments": {...}}``
-- ``{"calls": [{"tool"|"skill": ..., "arguments": {...}}, ...]}`` (run by the runner's policy)
-- text, with ``metadata.skill`` naming a skill whose tool takes one string parameter
-- a follow-up to an input-required task: the missing arguments as ``{"arguments": {...}}``, as a
-  bare object, or as text when a single string parameter is missing
+1. a follow-up to an input-required task: the missing arguments as ``{"arguments": {...}}``, as a
+   bare object, as a JSON object in text, or as text when one string parameter is missing; or, after
+   the router offered candidates, a candidate's id as text (it runs on the first text)
+2. a data part ``{"skill"|"tool": ..., "arguments": {...}}`` or ``{"calls": [...]}``
+3. the same object written as JSON in a text part (:func:`node.planning.text.json_call`)
+4. a skill named in metadata (message ``skill``/``skill_id``, then request ``skill``/``skill_id``):
+   text fills its one required string parameter; otherwise a data part or a JSON object in the text
+   holds its arguments; otherwise the caller is asked for them (input-required)
+5. plain text (see :func:`is_free_text`): the LLM planner when the card has one (the executor's
+   choice), else :class:`~node.planning.routing.TextRouting` (``default_skill``, then the router)
 
 Only the given ``skills`` may be named: internal tools are invisible to remote callers.
 """
@@ -16,11 +21,25 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from node.errors import PlanningError
 from node.planning.request import Request
+from node.planning.text import (
+    CALL_KEYS,
+    InvalidRequest,
+    json_call,
+    json_object,
+    text_arguments,
+    text_parameter,
+)
 from node.tooling import Tool, ToolCall
+
+if TYPE_CHECKING:
+    from node.planning.routing import TextRouting
+
+__all__ = ["InputNeeded", "InvalidRequest", "NeedsChoice", "NeedsInput", "NoSkillNamed",
+           "UnknownSkill", "is_free_text", "named_call", "plan_request", "skills_help"]  # fmt: skip
 
 
 class UnknownSkill(PlanningError):
@@ -31,30 +50,61 @@ class NoSkillNamed(PlanningError):
     """The request names no skill; the message says which exist and how to call them."""
 
 
-class InvalidRequest(PlanningError):
-    """The request has an unusable shape."""
-
-
-class NeedsInput(Exception):
-    """Required arguments are missing; the caller is asked for them.
+class InputNeeded(Exception):
+    """The caller must say more; the task waits in input-required with :meth:`to_data`.
 
     A control signal, not an error: it is outside the :class:`node.errors.NodeError` tree.
     """
 
-    def __init__(self, skill: str, arguments: Mapping[str, Any], missing: list[str], schema: Any):
-        super().__init__(f"skill {skill!r} needs: {', '.join(missing)}")
+    def to_data(self) -> dict[str, Any]:
+        """The data part sent with the input-required status (and read back on the follow-up)."""
+        raise NotImplementedError
+
+
+class NeedsInput(InputNeeded):
+    """Required arguments are missing; the caller is asked for them."""
+
+    def __init__(
+        self,
+        skill: str,
+        arguments: Mapping[str, Any],
+        missing: list[str],
+        schema: Any,
+        reason: str | None = None,
+    ):
+        super().__init__(reason or f"skill {skill!r} needs: {', '.join(missing)}")
         self.skill = skill
         self.arguments = dict(arguments)
         self.missing = missing
         self.schema = schema
 
     def to_data(self) -> dict[str, Any]:
-        """The data part sent with the input-required status (and read back on the follow-up)."""
         return {
             "pending": {"skill": self.skill, "arguments": self.arguments},
             "missing": self.missing,
             "schema": self.schema,
             "how": "reply on this task with {'arguments': {<missing name>: <value>, ...}}",
+        }
+
+
+class NeedsChoice(InputNeeded):
+    """Plain text no skill clearly fits: the caller picks one of ``candidates`` (best first).
+
+    The reply may be a candidate's id as text (it then runs on ``text``), or any new request.
+    """
+
+    def __init__(self, message: str, text: str, candidates: list[dict[str, Any]]):
+        super().__init__(message)
+        self.text = text
+        self.candidates = candidates
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "pending": {"choose": [c["skill"] for c in self.candidates], "text": self.text},
+            "candidates": self.candidates,
+            "how": "reply with a candidate's id to run it on your text, or send the text again "
+            "with metadata.skill (or skill_id) set, or a data part "
+            "{'skill': <id>, 'arguments': {...}}",
         }
 
 
@@ -69,13 +119,6 @@ def skills_help(skills: Mapping[str, Tool], limit: int = 20) -> str:
         f"metadata.skill set. Skills: {shown or '(none)'}. "
         "Their input schemas are on the agent card."
     )
-
-
-def _single_string_param(tool: Tool, missing: list[str] | None = None) -> str | None:
-    props = tool.parameters.get("properties", {})
-    candidates = missing if missing is not None else list(props)
-    strings = [p for p in candidates if props.get(p, {}).get("type") == "string"]
-    return strings[0] if len(strings) == 1 and len(candidates) == 1 else None
 
 
 def _lookup(skills: Mapping[str, Tool], name: Any) -> Tool:
@@ -103,6 +146,11 @@ def _missing(tool: Tool, arguments: Any) -> list[str]:
     return [name for name in tool.parameters.get("required", []) if name not in arguments]
 
 
+def _input_schema(tool: Tool, names: list[str]) -> dict[str, Any]:
+    props = tool.parameters.get("properties", {})
+    return {"type": "object", "properties": {m: props.get(m, {}) for m in names}, "required": names}
+
+
 def _call(skills: Mapping[str, Tool], entry: Any, *, ask_for_missing: bool) -> ToolCall:
     if not isinstance(entry, dict):
         raise InvalidRequest("each call must be an object with 'skill' (or 'tool') and 'arguments'")
@@ -110,13 +158,7 @@ def _call(skills: Mapping[str, Tool], entry: Any, *, ask_for_missing: bool) -> T
     arguments = _arguments(entry.get("arguments"))
     missing = _missing(tool, arguments)
     if missing and ask_for_missing:
-        props = tool.parameters.get("properties", {})
-        schema = {
-            "type": "object",
-            "properties": {m: props.get(m, {}) for m in missing},
-            "required": missing,
-        }
-        raise NeedsInput(str(tool.name), arguments, missing, schema)
+        raise NeedsInput(str(tool.name), arguments, missing, _input_schema(tool, missing))
     return ToolCall(name=str(tool.name), arguments=arguments)
 
 
@@ -130,15 +172,78 @@ def _continue(skills: Mapping[str, Tool], request: Request, pending: Mapping[str
             supplied = item.get("arguments", item)
             break
     if supplied is None and request.text:
-        name = _single_string_param(tool, missing)
-        if name is None:
-            raise InvalidRequest(f"send the missing arguments as data: {', '.join(missing)}")
-        supplied = {name: request.text}
+        props = tool.parameters.get("properties", {})
+        obj = json_object(request.text)
+        if len(missing) == 1 and props.get(missing[0], {}).get("type") == "string":
+            supplied = text_arguments(tool, missing[0], request.text)
+        elif obj is not None:
+            supplied = obj.get("arguments", obj)
+        else:
+            raise InvalidRequest(
+                f"send the missing arguments as data or a JSON object: {', '.join(missing)}"
+            )
     supplied = _arguments(supplied)
     if not isinstance(supplied, dict):
         raise InvalidRequest("the missing arguments must be a JSON object")
     arguments.update(supplied)
     return _call(skills, {"skill": tool.name, "arguments": arguments}, ask_for_missing=True)
+
+
+def _chosen(skills: Mapping[str, Tool], request: Request, pending: Mapping[str, Any]) -> Any:
+    """The candidate a reply to :class:`NeedsChoice` names by id as its whole text, or None."""
+    if request.data or request.named_skill is not None:
+        return None
+    reply = request.text.strip().strip("'\"`.").lower()
+    for skill in pending.get("choose") or []:
+        if isinstance(skill, str) and reply in (skill.lower(), skill.lower().replace("_", " ")):
+            return named_call(skills, skill, Request(text=str(pending.get("text", ""))))
+    return None
+
+
+def _structured(request: Request) -> dict[str, Any] | None:
+    """The first data part naming a skill, tool or calls, else a JSON call in the text."""
+    for item in request.data:
+        if isinstance(item, dict) and CALL_KEYS & item.keys():
+            return item
+    return json_call(request.text) if request.text else None
+
+
+def is_free_text(request: Request) -> bool:
+    """Text naming no skill and carrying no call (raises :class:`InvalidRequest` for bad JSON)."""
+    return bool(request.text) and request.named_skill is None and _structured(request) is None
+
+
+def named_call(skills: Mapping[str, Tool], skill: Any, request: Request) -> ToolCall:
+    """The call of a skill named outside the parts, its arguments taken from the request."""
+    tool = _lookup(skills, skill)
+    name = str(tool.name)
+    param = text_parameter(tool)
+    data = next((d for d in request.data if isinstance(d, dict)), None)
+    obj = json_object(request.text) if request.text and param is None else None
+    if param is not None and request.text:
+        arguments = {**(data or {}), **text_arguments(tool, param, request.text)}
+    elif data is not None:
+        arguments = data
+    elif obj is not None:
+        arguments = obj.get("arguments", obj) if isinstance(obj.get("arguments"), dict) else obj
+    elif request.text:
+        required = list(tool.parameters.get("required", []))
+        if not required:
+            raise InvalidRequest(
+                f"skill {name!r} takes no required text; send its arguments as a data part or "
+                "a JSON object (its input schema is on the agent card)"
+            )
+        raise NeedsInput(
+            name,
+            {},
+            required,
+            _input_schema(tool, required),
+            reason=f"skill {name!r} takes {', '.join(required)}, not one text: reply with "
+            "{'arguments': {...}} (a data part or a JSON object)",
+        )
+    else:
+        arguments = {}
+    return _call(skills, {"skill": name, "arguments": arguments}, ask_for_missing=True)
 
 
 def plan_request(
@@ -147,36 +252,30 @@ def plan_request(
     *,
     pending: Mapping[str, Any] | None = None,
     max_calls: int = 16,
+    routing: TextRouting | None = None,
 ) -> list[ToolCall]:
-    """Turn a structured request into tool calls, or raise a :class:`PlanningError` subclass."""
-    if pending is not None:
+    """Turn a request into tool calls, or raise a :class:`PlanningError` or :class:`InputNeeded`.
+
+    Plain text goes to ``routing`` (``default_skill``, then the skill router) when given.
+    """
+    if pending is not None and "choose" in pending:
+        chosen = _chosen(skills, request, pending)
+        if chosen is not None:
+            return [chosen]
+    elif pending is not None:
         return [_continue(skills, request, pending)]
-    for item in request.data:
-        if not isinstance(item, dict):
-            continue
-        if "calls" in item:
-            calls = item["calls"]
-            if not isinstance(calls, list) or not calls:
-                raise InvalidRequest("'calls' must be a non-empty list")
-            if len(calls) > max_calls:
-                raise InvalidRequest(f"too many calls: {len(calls)} > {max_calls}")
-            return [_call(skills, c, ask_for_missing=False) for c in calls]
-        if "skill" in item or "tool" in item:
-            return [_call(skills, item, ask_for_missing=True)]
-    skill = request.metadata.get("skill")
-    if skill is not None:
-        tool = _lookup(skills, skill)
-        name = _single_string_param(tool)
-        if request.data and isinstance(request.data[0], dict) and name is None:
-            arguments: dict[str, Any] = request.data[0]
-        elif name is not None and request.text:
-            arguments = {name: request.text}
-        elif not request.text and not request.data:
-            arguments = {}
-        else:
-            raise InvalidRequest(
-                f"skill {skill!r} does not take a single text parameter; send a data part "
-                "{'skill': ..., 'arguments': {...}}"
-            )
-        return [_call(skills, {"skill": skill, "arguments": arguments}, ask_for_missing=True)]
+    item = _structured(request)
+    if item is not None and "calls" in item:
+        calls = item["calls"]
+        if not isinstance(calls, list) or not calls:
+            raise InvalidRequest("'calls' must be a non-empty list")
+        if len(calls) > max_calls:
+            raise InvalidRequest(f"too many calls: {len(calls)} > {max_calls}")
+        return [_call(skills, c, ask_for_missing=False) for c in calls]
+    if item is not None:
+        return [_call(skills, item, ask_for_missing=True)]
+    if request.named_skill is not None:
+        return [named_call(skills, request.named_skill, request)]
+    if request.text and routing is not None:
+        return [routing.plan(request.text, skills)]
     raise NoSkillNamed(skills_help(skills))

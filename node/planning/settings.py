@@ -1,4 +1,4 @@
-"""The LLM planner's settings, as they appear under ``planner:`` in a card.
+"""Planning settings as they appear in a card: ``planner:`` (the LLM) and ``routing:`` (plain text).
 
 The API key is never part of the settings: ``api_key_env`` names the environment variable that
 holds it, and the provider reads it at call time.
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "PlannerSettings"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "PlannerSettings", "RoutingSettings"]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are the planner of an agent node. Answer the user's request, calling the available "
@@ -61,3 +61,39 @@ class PlannerSettings(BaseModel):
             input_tokens * self.cost_per_1k_input_tokens
             + output_tokens * self.cost_per_1k_output_tokens
         ) / 1000
+
+
+class RoutingSettings(BaseModel):
+    """How plain text that names no skill is handled without a model (``routing:`` in a card).
+
+    ``default_skill`` takes every such text; otherwise the skill router ranks the public skills
+    against it (BM25 over ids, descriptions, tags and examples) and runs the best one when its
+    score (0–1: the share of the text's known terms it matches) reaches ``threshold`` and leads
+    the runner-up by ``margin``; below that, the caller gets the best ``candidates`` to choose from.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default_skill: str | None = Field(
+        default=None,
+        description="Skill given every plain text that names no skill (it must take exactly one "
+        "required string parameter). Unset: the skill router decides.",
+    )
+    router: bool = Field(
+        default=True, description="Route plain text to the best-matching skill (no model)."
+    )
+    threshold: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Lowest normalised score (0–1) at which the router runs its best skill.",
+    )
+    margin: float = Field(
+        default=0.15,
+        ge=0.0,
+        lt=1.0,
+        description="How far (a share of its score) the best skill must lead the runner-up.",
+    )
+    candidates: int = Field(
+        default=3, ge=1, le=10, description="Skills offered when the router is not sure."
+    )

@@ -8,6 +8,7 @@ import pytest
 
 from node.planning.direct import (
     InvalidRequest,
+    is_free_text,
     NeedsInput,
     NoSkillNamed,
     UnknownSkill,
@@ -109,9 +110,91 @@ def test_a_data_part_fills_the_arguments_of_the_named_skill() -> None:
     assert plan({"a": 1, "b": 2}, metadata={"skill": "add"}) == [("add", {"a": 1, "b": 2})]
 
 
-def test_text_for_a_skill_without_a_single_string_parameter_is_refused() -> None:
-    with pytest.raises(InvalidRequest, match="does not take a single text parameter"):
+def test_text_for_a_skill_without_one_required_string_asks_for_its_arguments() -> None:
+    with pytest.raises(NeedsInput, match=r"skill 'add' takes a, b, not one text") as caught:
         plan(text="1 + 2", metadata={"skill": "add"})
+    assert caught.value.missing == ["a", "b"]
+    assert caught.value.schema["required"] == ["a", "b"]
+
+
+@tool
+async def digest(text: str, sentences: int = 3, style: str = "plain") -> str:
+    """Summarize a text (optional parameters keep their defaults)."""
+    return text
+
+
+@tool
+async def listing(path: str = ".") -> str:
+    """List a folder (nothing required)."""
+    return path
+
+
+def test_optional_parameters_do_not_stop_text_filling_the_required_string() -> None:
+    calls = plan_request(Request("some text", metadata={"skill": "digest"}), {"digest": digest})
+    assert [(c.name, c.arguments) for c in calls] == [("digest", {"text": "some text"})]
+
+
+def test_a_data_part_beside_the_text_adds_optional_arguments() -> None:
+    request = Request("some text", ({"sentences": 2},), {"skill": "digest"})
+    calls = plan_request(request, {"digest": digest})
+    assert calls[0].arguments == {"sentences": 2, "text": "some text"}
+
+
+def test_text_for_a_skill_requiring_nothing_is_refused_clearly() -> None:
+    with pytest.raises(InvalidRequest, match="takes no required text"):
+        plan_request(Request("src", metadata={"skill": "listing"}), {"listing": listing})
+
+
+@pytest.mark.parametrize(
+    ("metadata", "request_metadata"),
+    [
+        ({"skill_id": "echo"}, {}),  # crewAI
+        ({}, {"skill": "echo"}),  # request-level params.metadata (ADK's hook)
+        ({}, {"skill_id": "echo"}),
+        ({"skill": "echo"}, {"skill": "add"}),  # the message's wins
+    ],
+)
+def test_the_skill_may_be_named_in_message_or_request_metadata(
+    metadata: dict[str, Any], request_metadata: dict[str, Any]
+) -> None:
+    request = Request("hi", (), metadata, request_metadata)
+    assert [(c.name, c.arguments) for c in plan_request(request, SKILLS)] == [
+        ("echo", {"text": "hi"})
+    ]
+
+
+def test_a_json_object_in_text_holds_the_named_skills_arguments() -> None:
+    assert plan(text='{"a": 1, "b": 2}', metadata={"skill": "add"}) == [("add", {"a": 1, "b": 2})]
+
+
+@pytest.mark.parametrize("key", ["skill", "tool"])
+def test_a_json_call_written_as_text_is_a_structured_call(key: str) -> None:
+    text = f'  {{"{key}": "add", "arguments": {{"a": 1, "b": 2}}}}\n'
+    assert plan(text=text) == [("add", {"a": 1, "b": 2})]
+    assert not is_free_text(Request(text))
+
+
+def test_a_json_list_of_calls_written_as_text_is_planned() -> None:
+    text = '{"calls": [{"skill": "echo", "arguments": {"text": "x"}}]}'
+    assert plan(text=text) == [("echo", {"text": "x"})]
+
+
+def test_a_malformed_json_call_in_text_gets_a_clear_answer() -> None:
+    with pytest.raises(
+        InvalidRequest, match=r"looks like a JSON call but is not valid JSON.*line 1"
+    ):
+        plan(text='{"skill": "add", "arguments": {"a": 1,}}')
+
+
+def test_text_that_only_looks_like_braces_is_plain_text() -> None:
+    assert is_free_text(Request("{not json at all}"))
+    assert is_free_text(Request('{"a": 1}'))  # an object that names no skill
+
+
+def test_named_or_structured_text_is_not_free_text() -> None:
+    assert not is_free_text(Request("hi", metadata={"skill_id": "echo"}))
+    assert not is_free_text(Request("hi", ({"skill": "echo"},)))
+    assert not is_free_text(Request(""))
 
 
 def test_a_named_skill_without_input_asks_for_it() -> None:
@@ -149,8 +232,31 @@ def test_a_follow_up_text_fills_the_single_missing_string() -> None:
 
 
 def test_a_follow_up_text_cannot_fill_several_missing_arguments() -> None:
-    with pytest.raises(InvalidRequest, match="send the missing arguments as data: title, body"):
+    with pytest.raises(InvalidRequest, match="as data or a JSON object: title, body"):
         plan(text="b", pending={"skill": "note", "arguments": {}})
+
+
+def test_a_follow_up_may_be_a_json_object_in_text() -> None:
+    pending = {"skill": "note", "arguments": {}}
+    assert plan(text='{"title": "t", "body": "b"}', pending=pending) == [
+        ("note", {"title": "t", "body": "b"})
+    ]
+
+
+CHOICE = {"choose": ["echo", "note"], "text": "the first text"}
+
+
+@pytest.mark.parametrize("reply", ["echo", " Echo. ", "'echo'"])
+def test_a_reply_naming_a_candidate_runs_it_on_the_first_text(reply: str) -> None:
+    assert plan(text=reply, pending=CHOICE) == [("echo", {"text": "the first text"})]
+
+
+def test_any_other_reply_to_a_choice_is_a_new_request() -> None:
+    assert plan(text="new", metadata={"skill": "echo"}, pending=CHOICE) == [
+        ("echo", {"text": "new"})
+    ]
+    with pytest.raises(NoSkillNamed):
+        plan(text="something else", pending=CHOICE)
 
 
 def test_a_follow_up_that_still_misses_something_asks_again() -> None:
@@ -167,3 +273,9 @@ def test_a_follow_up_that_is_not_an_object_is_refused() -> None:
 def test_parse_request_joins_texts_and_turns_whole_floats_into_ints() -> None:
     request = parse_request(["a", "", "b"], [{"limit": 5.0, "x": [1.5, 2.0]}], {"n": 3.0})
     assert request == Request("a\nb", ({"limit": 5, "x": [1.5, 2]},), {"n": 3})
+
+
+def test_parse_request_keeps_the_request_metadata_apart() -> None:
+    request = parse_request(["a"], [], {"skill": "x"}, {"skill_id": "y", "n": 2.0})
+    assert request.request_metadata == {"skill_id": "y", "n": 2}
+    assert request.named_skill == "x"
