@@ -172,6 +172,11 @@ class ServerSettings(_Model):
         "Turn off when several replicas share one PostgreSQL store (a starting replica would "
         "fail its peers' tasks). The old key recover_interrupted is accepted (deprecated).",
     )
+    lean_path: bool = Field(
+        default=True,
+        description="Serve a new blocking SendMessage to cheap inline tools without the SDK's "
+        "event machinery (same task, saved once). A2A_NODE_LEAN_PATH=0 turns it off too.",
+    )
 
 
 class NodeCard(_Model):

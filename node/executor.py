@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -191,6 +191,14 @@ class _Admitted:
     is_free_text: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A structured request's calls, prepared and capability-checked, and its tool context."""
+
+    calls: list[tuple[ToolCall, PreparedCall]]
+    ctx: ToolContext
+
+
 class NodeExecutor(AgentExecutor):
     """Runs structured requests against the node's tools; peers are tools too."""
 
@@ -205,15 +213,44 @@ class NodeExecutor(AgentExecutor):
         self._settings = settings
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task, updater = await self.begin(context, event_queue)
+        await self._settle(task, updater, self._handle(context, task, updater))
+
+    async def begin(
+        self, context: RequestContext, event_queue: EventQueue
+    ) -> tuple[Task, TaskUpdater]:
+        """The task the request runs in (a new one is enqueued first) and its updater."""
         message = context.message
         assert message is not None  # the SDK always passes the request's message here
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        return task, TaskUpdater(event_queue, task.id, task.context_id)
+
+    def prepare(self, context: RequestContext, task: Task, updater: TaskUpdater) -> Prepared | None:
+        """Admit and plan a structured request: the calls :meth:`finish` runs.
+
+        None when the model planner takes the request; raises what :data:`TASK_OUTCOMES` maps
+        (the lean path, :mod:`node.server.lean_path`, then leaves the request to :meth:`execute`).
+        """
+        message = context.message
+        assert message is not None
+        admitted = self._admit(context, message, task, updater)
+        if self._settings.planner is not None and admitted.is_free_text:
+            return None
+        return Prepared(self._plan(admitted), admitted.ctx)
+
+    async def finish(self, prepared: Prepared, task: Task, updater: TaskUpdater) -> None:
+        """Run and report prepared calls, ending the task exactly as :meth:`execute` does."""
+        await self._settle(task, updater, self._finish(prepared, updater))
+
+    async def _settle(
+        self, task: Task, updater: TaskUpdater, work: Coroutine[Any, Any, None]
+    ) -> None:
+        """Await ``work``; an error ends the task by :data:`TASK_OUTCOMES` (or as internal)."""
         try:
-            await self._handle(context, message, task, updater)
+            await work
         except (NodeError, NeedsInput) as exc:
             await self._stop(updater, exc)
         except asyncio.CancelledError:
@@ -232,16 +269,19 @@ class NodeExecutor(AgentExecutor):
 
     # -- one request ------------------------------------------------------------------------
 
-    async def _handle(
-        self, context: RequestContext, message: Message, task: Task, updater: TaskUpdater
-    ) -> None:
+    async def _handle(self, context: RequestContext, task: Task, updater: TaskUpdater) -> None:
         """Admit, plan, run, report; an error on the way ends the task by :data:`TASK_OUTCOMES`."""
+        message = context.message
+        assert message is not None
         admitted = self._admit(context, message, task, updater)
         if self._settings.planner is not None and admitted.is_free_text:
             await self._plan_with_model(admitted.request, admitted.ctx, updater)
             return
-        prepared = self._plan(admitted)
-        results = await self._run(prepared, admitted.ctx, updater)
+        await self._finish(Prepared(self._plan(admitted), admitted.ctx), updater)
+
+    async def _finish(self, prepared: Prepared, updater: TaskUpdater) -> None:
+        """Run the prepared calls and report their results."""
+        results = await self._run(prepared.calls, prepared.ctx, updater)
         await self._report(results, updater)
 
     def _admit(

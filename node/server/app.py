@@ -31,6 +31,7 @@ from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
 from node.server.http_guards import BodyGuard
+from node.server.lean_path import lean_path_enabled
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.store.factory import open_task_store
@@ -111,6 +112,7 @@ def build_node_app(
         agent_card=current_card(),
         interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
         send_window_s=card.limits.send_window_s,
+        lean_path=lean_path_enabled(card.server.lean_path),
     )
 
     async def card_now(_: AgentCard) -> AgentCard:

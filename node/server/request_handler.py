@@ -27,6 +27,10 @@ the stores refuse any save that would change a terminal task (:mod:`node.store.t
 message's ids are checked against :mod:`node.store.ids` before anything runs (-32602), so is its
 role (only ``ROLE_USER`` starts or continues a task: -32602), and a push configuration sent to a
 node that does not push is refused (-32003) rather than silently dropped.
+
+With ``lean_path=True`` a new blocking send to cheap inline tools is served by
+:class:`~node.server.lean_path.LeanPath` (same task, one save, no SDK event machinery); every
+other send, and every one it declines, goes to the SDK handler.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from contextlib import aclosing
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor
+from a2a.server.cluster.task_store import VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.owner_resolver import resolve_user_scope
@@ -63,7 +68,9 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length
 
+from node.executor import NodeExecutor
 from node.protocol import INTERRUPTED, TERMINAL
+from node.server.lean_path import LeanPath
 from node.store.ids import check_id
 from node.store.sends import SendIndex
 from node.store.terminal import TerminalTaskError
@@ -117,6 +124,7 @@ class NodeRequestHandler(DefaultRequestHandler):
         agent_card: AgentCard,
         *,
         send_window_s: float = DEFAULT_SEND_WINDOW_S,
+        lean_path: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -128,6 +136,19 @@ class NodeRequestHandler(DefaultRequestHandler):
         self._tasks = task_store
         self._owner_of = getattr(task_store, "owner_resolver", resolve_user_scope)
         self._in_flight: dict[Key, asyncio.Event] = {}
+        self.lean: LeanPath | None = None
+        if (
+            lean_path
+            and isinstance(agent_executor, NodeExecutor)
+            and not isinstance(task_store, VersionedTaskStore)
+        ):
+            self.lean = LeanPath(
+                agent_executor,
+                task_store,
+                agent_card,
+                self._request_context_builder,
+                check_input_modes=self._validate_input_modes,
+            )
 
     @validate_request_params
     async def on_message_send(
@@ -138,6 +159,9 @@ class NodeRequestHandler(DefaultRequestHandler):
         try:
             prior = await self._prior(params, context)
             if prior is None:
+                lean = await self.lean.send(params, context) if self.lean else None
+                if lean is not None:
+                    return lean
                 result: Message | Task = await super().on_message_send(params, context)
                 return result
         finally:
