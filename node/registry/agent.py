@@ -36,6 +36,7 @@ from node.registry.errors import BadRequest, error_body, status_and_code
 from node.registry.records import RENDER_ERRORS
 from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Query, Registry
 from node.registry.settings import RegistrySettings
+from node.server.v0_3 import add_v0_3_interfaces
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ def registry_card(settings: RegistrySettings) -> AgentCard:
             SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer"))
         )
         card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    if settings.a2a_v0_3:
+        add_v0_3_interfaces(card)
     return card
 
 

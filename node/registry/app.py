@@ -73,7 +73,8 @@ class RegistryRuntime:
             http = await stack.enter_async_context(httpx.AsyncClient())
         await store.open()
         stack.push_async_callback(store.close)
-        await registry.load()
+        await registry.start()
+        stack.push_async_callback(registry.aclose)  # before store.close: flushes heartbeats
         sweeper = asyncio.create_task(_sweep_forever(registry))
         stack.push_async_callback(_cancel, sweeper)
         return cls(http=http, sweeper=sweeper)
@@ -115,12 +116,18 @@ def build_registry_app(
         finally:
             runtime = None
 
+    v0_3 = settings.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
     app = Starlette(
         routes=[
             *api_routes(registry),
             *create_agent_card_routes(card),
-            *create_jsonrpc_routes(handler, rpc_url=A2A_PATH),
-            Mount(A2A_REST_PATH, app=Router(create_rest_routes(handler), redirect_slashes=False)),
+            *create_jsonrpc_routes(handler, rpc_url=A2A_PATH, enable_v0_3_compat=v0_3),
+            Mount(
+                A2A_REST_PATH,
+                app=Router(
+                    create_rest_routes(handler, enable_v0_3_compat=v0_3), redirect_slashes=False
+                ),
+            ),
         ],
         middleware=[
             Middleware(Gate, settings=settings),

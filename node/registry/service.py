@@ -1,7 +1,11 @@
 """The registry's operations: register, heartbeat, deregister, get, search, sweep.
 
 The in-memory :class:`AgentIndex` answers reads; the :class:`AgentStore` is written first on every
-change, so a failed write leaves the index untouched. Health comes from an injectable clock.
+registration and deletion, so a failed write leaves the index untouched. Heartbeats update the
+index at once and reach the store in batches (:mod:`node.registry.heartbeats`). Replicas on one
+database follow each other's changes (:mod:`node.registry.replicas`); a heartbeat, deletion or
+registration naming an agent this replica does not know yet reads its row first. Health comes
+from an injectable clock.
 
 One bad entry never breaks a read for everyone: an entry is served only if it meets today's rules
 and renders as JSON. A stored row that does not (written by an older version, or by hand) is
@@ -19,8 +23,9 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from uuid import uuid4
 
 import httpx
 
@@ -35,10 +40,12 @@ from node.registry.errors import (
     InvalidCard,
     UnreadableEntry,
 )
+from node.registry.heartbeats import HeartbeatBatch
 from node.registry.index import AgentIndex, Key
 from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
+from node.registry.replicas import ReplicaFollower
 from node.registry.settings import RegistrySettings
-from node.registry.store import AgentStore
+from node.registry.store import AgentStore, BadRow, HeldElsewhere
 from node.tooling.guards.urls import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -117,10 +124,34 @@ class Registry:
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
         self._unreadable: dict[str, str] = {}  # stored but not served: id -> why
+        self.origin = uuid4().hex  # this replica, in the change log
+        self._beats = HeartbeatBatch(store, settings.heartbeat_flush_s)
+        self._follower = ReplicaFollower(self, store, settings.sync_interval_s)
+
+    async def start(self) -> None:
+        """Load the index (the store must be open), then flush heartbeats and follow the other
+        replicas in the background until :meth:`aclose`."""
+        await self._follower.reload()
+        self._beats.start()
+        self._follower.start()
+
+    async def aclose(self) -> None:
+        """Stop following and write the heartbeats still queued."""
+        await self._follower.aclose()
+        await self._beats.aclose()
+
+    async def flush(self) -> None:
+        """Write the queued heartbeats now (tests, and before a sweep)."""
+        await self._beats.flush()
+
+    async def sync(self) -> None:
+        """Apply the other replicas' changes now (tests; otherwise every ``sync_interval_s``)."""
+        await self._follower.step()
 
     async def load(self) -> None:
-        """Fill the index from the store (at startup); rows that cannot be served are set aside."""
+        """(Re)fill the index from the store; rows that cannot be served are set aside."""
         records, bad_rows = await self._store.load_all()
+        self._index, self._unreadable = AgentIndex(), {}
         for row in bad_rows:
             self._set_aside(row.id, f"cannot be decoded: {row.reason}")
         for record in records:
@@ -181,6 +212,46 @@ class Registry:
         self._index.put(record)
         self._unreadable.pop(record.id, None)
 
+    # -- other replicas ---------------------------------------------------------------------
+
+    async def apply(self, changed: Iterable[str], beats: dict[str, float]) -> None:
+        """Re-read the rows other replicas ``changed`` into the index, and take their newer
+        heartbeat times (``beats``: id → last_seen) for agents already known."""
+        async with self._write:
+            ids = list(changed)
+            if ids:
+                self._take(ids, await self._store.get(ids))
+            for agent_id, last_seen in beats.items():
+                record = self._index.get(agent_id)
+                if record is not None and last_seen > record.last_seen:
+                    self._index.put(replace(record, last_seen=last_seen))
+
+    async def _refresh(self, agent_id: str) -> AgentRecord | None:
+        """The agent as stored now (read into the index), for ids this replica does not know."""
+        self._take([agent_id], await self._store.get([agent_id]))
+        return self._index.get(agent_id)
+
+    def _take(self, ids: list[str], rows: dict[str, AgentRecord | BadRow]) -> None:
+        for agent_id in ids:
+            row = rows.get(agent_id)
+            if row is None:
+                self._index.remove(agent_id)
+                self._unreadable.pop(agent_id, None)
+                self._beats.discard(agent_id)
+            elif isinstance(row, BadRow):
+                self._index.remove(agent_id)
+                self._set_aside(agent_id, f"cannot be decoded: {row.reason}")
+            else:
+                known = self._index.get(agent_id)
+                if known is not None and known.last_seen > row.last_seen:
+                    row = replace(row, last_seen=known.last_seen)
+                reason = self.unservable(row, render=False)
+                if reason is not None:
+                    self._index.remove(agent_id)
+                    self._set_aside(agent_id, reason)
+                else:
+                    self._put(row)
+
     # -- health -----------------------------------------------------------------------------
 
     def expires_at(self, record: AgentRecord) -> float:
@@ -203,12 +274,16 @@ class Registry:
         )
         async with self._write:
             now = self.clock()
-            holder = self._index.get(info.agent_id)
-            if holder is not None and holder.card_url != url and not self._is_evicted(holder, now):
-                raise Conflict(
-                    f"agent id {info.agent_id!r} is already registered from {holder.card_url}; "
-                    "deregister it first or give this agent another id"
-                )
+            holder = self._index.get(info.agent_id) or await self._refresh(info.agent_id)
+            if holder is not None and self._is_evicted(holder, now):
+                holder = None
+            if holder is not None and holder.card == info.card:
+                # the same agent again (a restart, or another replica of one node): no write
+                record = self._beat(holder, now)
+                log.info("agent %s registered again, unchanged, from %s", record.id, url)
+                return record, False
+            if holder is not None and holder.card_url != url:
+                raise self._conflict(info.agent_id, holder.card_url)
             previous_id = self._index.id_for_url(url)
             previous = self._index.get(previous_id) if previous_id else None
             if previous is not None and self._is_evicted(previous, now):
@@ -225,42 +300,77 @@ class Registry:
             )
             if (reason := self.unservable(record)) is not None:
                 raise InvalidCard(f"the card cannot be served: {reason}")
-            await self._store.save(record)
+            try:
+                await self._store.save(
+                    record, origin=self.origin, held_since=now - self.settings.evict_after
+                )
+            except HeldElsewhere as exc:  # another replica registered it meanwhile
+                await self._refresh(info.agent_id)
+                raise self._conflict(info.agent_id, exc.card_url) from None
+            if previous_id is not None and previous_id != record.id:
+                self._index.remove(previous_id)
             self._put(record)
         log.info("registered agent %s from %s", record.id, url)
         return record, previous is None
 
-    async def heartbeat(self, agent_id: str) -> AgentRecord:
-        async with self._write:
-            record = self.get(agent_id)
-            now = self.clock()
-            await self._store.touch(agent_id, now)
-            record = replace(record, last_seen=now)
-            self._index.put(record)
+    @staticmethod
+    def _conflict(agent_id: str, card_url: str) -> Conflict:
+        return Conflict(
+            f"agent id {agent_id!r} is already registered from {card_url}; deregister it "
+            "first or give this agent another id (replicas of one node share one public URL)"
+        )
+
+    def _beat(self, record: AgentRecord, now: float) -> AgentRecord:
+        record = replace(record, last_seen=now)
+        self._index.put(record)
+        self._beats.add(record.id, now)
         return record
+
+    async def heartbeat(self, agent_id: str) -> AgentRecord:
+        """Answered from memory; the time reaches the store with the next batch. An agent this
+        replica does not know (registered through another one) is looked up in the store."""
+        try:
+            record = self.get(agent_id)
+        except AgentNotFound:
+            async with self._write:
+                stored = await self._refresh(agent_id)
+            if stored is None or self._is_evicted(stored, self.clock()):
+                raise
+            record = stored
+        return self._beat(record, self.clock())
 
     async def deregister(self, agent_id: str) -> None:
         """Delete the entry; an unreadable one (see :attr:`unreadable`) is deleted too."""
         async with self._write:
+            if agent_id not in self._unreadable and self._index.get(agent_id) is None:
+                await self._refresh(agent_id)
             if agent_id not in self._unreadable:
                 self.get(agent_id)
-            await self._store.delete([agent_id])
+            await self._store.delete([agent_id], origin=self.origin, now=self.clock())
             self._index.remove(agent_id)
             self._unreadable.pop(agent_id, None)
+            self._beats.discard(agent_id)
         log.info("deregistered agent %s", agent_id)
 
     async def sweep(self) -> int:
-        """Delete every entry without a heartbeat for ``evict_after`` seconds; return how many."""
+        """Delete every entry without a heartbeat for ``evict_after`` seconds (one statement, by
+        the times in the store, after writing this replica's queued heartbeats); return how
+        many. On PostgreSQL one replica sweeps at a time and waits ``2 * heartbeat_flush_s``
+        longer, for heartbeats other replicas have queued but not yet written."""
+        await self._beats.flush()
         async with self._write:
             now = self.clock()
             self._last_sweep = now
-            stale = [r.id for r in self._index if self._is_evicted(r, now)]
-            await self._store.delete(stale)
-            for agent_id in stale:
+            grace = 2 * self.settings.heartbeat_flush_s if self._store.dialect != "sqlite" else 0
+            gone = await self._store.sweep(
+                now - self.settings.evict_after - grace, origin=self.origin, now=now
+            )
+            for agent_id in gone or ():
                 self._index.remove(agent_id)
-        if stale:
-            log.info("evicted %d agents", len(stale))
-        return len(stale)
+                self._unreadable.pop(agent_id, None)
+        if gone:
+            log.info("evicted %d agents", len(gone))
+        return len(gone or ())
 
     async def maybe_sweep(self) -> None:
         """Sweep if the last sweep is older than the sweep interval (called on reads)."""

@@ -33,11 +33,18 @@ class RegistrySettings(BaseModel):
     """Seconds without a heartbeat before an entry is deleted (default ``3 * ttl_s``)."""
     sweep_interval_s: float | None = None
     """Seconds between eviction sweeps (default ``ttl_s / 2``)."""
+    heartbeat_flush_s: float = Field(default=1.0, gt=0, le=10)
+    """Seconds between writes of the heartbeats batched in memory (one statement per write)."""
+    sync_interval_s: float = Field(default=1.0, gt=0, le=60)
+    """Seconds between polls for what other replicas on the same database changed."""
     allow_cidrs: tuple[str, ...] = ()
     """Private networks the card fetcher may reach, e.g. ``("127.0.0.0/8", "::1/128")``."""
     max_card_bytes: int = Field(default=256 * 1024, gt=0)
     fetch_timeout_s: float = Field(default=5.0, gt=0)
     max_body_bytes: int = Field(default=MIB, gt=0)
+    a2a_v0_3: bool = True
+    """Also serve A2A 0.3 on the registry's A2A endpoint (0.3 methods, 0.3 card fields); off: a
+    strict A2A 1.0 card (see :mod:`node.server.v0_3`)."""
 
     @field_validator("allow_cidrs")
     @classmethod
@@ -50,6 +57,8 @@ class RegistrySettings(BaseModel):
     def _consistent(self) -> Self:
         if self.evict_after_s is not None and self.evict_after_s < self.ttl_s:
             raise ValueError("evict_after_s must be >= ttl_s")
+        if 2 * self.heartbeat_flush_s >= self.ttl_s:
+            raise ValueError("heartbeat_flush_s must be less than half of ttl_s")
         if self.read_token_required and self.token is None and self.read_token is None:
             raise ValueError("read_token_required needs token or read_token")
         return self
