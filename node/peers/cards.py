@@ -2,6 +2,12 @@
 
 A peer's identity is the ``agent_id`` its card declares in the ``SKILL_SCHEMAS`` (or ``HOP``)
 extension's params, else a slug of its name. Skill input schemas come from the same extension.
+
+Cards come in two versions: 1.0 (``supportedInterfaces``) and 0.3 (``url``,
+``preferredTransport``, ``additionalInterfaces``, ``protocolVersion``). A 0.3-only card is
+validated with the SDK's 0.3 model and converted by its compat layer
+(``a2a.compat.v0_3.conversions.to_core_agent_card``): its interfaces keep version 0.3, so the
+client factory picks the SDK's 0.3 transports for them.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from typing import Any
 
 import httpx
 from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3 import conversions as v03_conversions
+from a2a.compat.v0_3 import types as v03_types
 from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf import json_format
@@ -26,6 +34,7 @@ __all__ = [
     "card_from_json",
     "card_url",
     "extension_params",
+    "is_v0_3_card",
     "skill_schemas",
 ]
 
@@ -39,12 +48,21 @@ def card_url(url: str) -> str:
     return url.rstrip("/") + AGENT_CARD_WELL_KNOWN_PATH
 
 
+def is_v0_3_card(data: Any) -> bool:
+    """True for a 0.3-only card: a ``url`` and no 1.0 ``supportedInterfaces``."""
+    return isinstance(data, dict) and "supportedInterfaces" not in data and "url" in data
+
+
 def card_from_json(data: Any) -> AgentCard:
-    """Parse card JSON (1.0, or 0.3 fields mapped by the SDK); ``PeerError`` when invalid."""
+    """Parse card JSON, 1.0 or 0.3 (see the module doc); ``PeerError`` when invalid."""
     try:
+        if is_v0_3_card(data):
+            legacy = v03_types.AgentCard.model_validate(data)
+            return v03_conversions.to_core_agent_card(legacy)
         return parse_agent_card(data)
     except (json_format.Error, ValueError, TypeError) as exc:
-        raise PeerError(f"invalid agent card: {exc}") from exc
+        version = "0.3 " if is_v0_3_card(data) else ""
+        raise PeerError(f"invalid {version}agent card: {exc}") from exc
 
 
 def extension_params(card: AgentCard, uri: str) -> dict[str, Any] | None:

@@ -7,6 +7,8 @@ agents, merges them by agent id (a static entry wins: it carries the token, filt
 whose card changed has its tools rebuilt, a vanished peer's tools are dropped. When the registry
 or a peer cannot be reached, the last good view of it stays (a warning is logged; the peer is
 marked unhealthy). Each peer keeps one :class:`PeerClient`; its breaker survives card changes.
+Peer clients share the node's HTTP client and the directory's gRPC channels (closed by
+:meth:`PeerDirectory.aclose`); both discovery paths read 1.0 and 0.3 cards alike.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from a2a.types import AgentCard, AgentSkill
 from node.errors import ConfigError, NodeError, PeerError
 from node.peers.breaker import CircuitBreaker
 from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url, skill_schemas
+from node.peers.grpc_channels import GrpcChannels
 from node.peers.peer_client import PeerClient
 from node.peers.peer_guard import PeerGuard
 from node.peers.registry_client import search_agents
@@ -98,6 +101,7 @@ class PeerDirectory:
         )
         self._peer_guard = peer_guard or PeerGuard(settings.allow_cidrs)
         self._fetcher = CardFetcher(http)
+        self._channels = GrpcChannels()
         self._static_cards: dict[str, AgentCard] = {}  # last good card per static URL
         self._registry_peers: dict[str, _Peer] = {}  # last good registry view
         self._view: dict[str, _Peer] = {}
@@ -137,7 +141,7 @@ class PeerDirectory:
             self._task = asyncio.create_task(self._loop(), name="peer-directory")
 
     async def aclose(self) -> None:
-        """Stop refreshing and drop every peer tool."""
+        """Stop refreshing, drop every peer tool and close the gRPC channels."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -145,6 +149,7 @@ class PeerDirectory:
         self._installed = {}
         self.toolset.replace(())
         self._view = {}
+        await self._channels.aclose()
 
     async def _loop(self) -> None:
         if self.refreshes:
@@ -254,6 +259,7 @@ class PeerDirectory:
                 pid,
                 peer.card,
                 http=self._http,
+                grpc_channels=self._channels,
                 token=partial(read_token, env),
                 breaker=self._breakers.setdefault(pid, self._breaker()),
                 retries=s.retries,

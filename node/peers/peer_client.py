@@ -3,19 +3,23 @@
 ``PeerClient.call(message, deadline=...)`` sends one message and waits for the peer to finish:
 
 1. The breaker is asked first; an open breaker fails fast (``PeerError``, nothing sent).
-2. The message goes out with the official client (``ClientFactory(...).create(card)`` on the
-   node's ONE shared ``httpx.AsyncClient``): streamed when the peer streams, else a blocking
-   send. A transient failure (connect error, timeout, HTTP 502/503/504) is retried with bounded
-   exponential backoff, never past the deadline; once the peer has named the task it is never
-   re-sent, only polled.
+2. The message goes out with the official client (``ClientFactory(...).create(card)``) over the
+   binding the peer's card prefers among JSONRPC, HTTP+JSON and GRPC (the card's interface
+   order); an interface whose ``protocolVersion`` is 0.3 gets the SDK's 0.3 compat transport.
+   HTTP bindings use the node's ONE shared ``httpx.AsyncClient``, gRPC one shared channel per
+   target (:class:`~node.peers.grpc_channels.GrpcChannels`). Streamed when the peer streams,
+   else a blocking send. A transient failure (connect error, timeout, HTTP 502/503/504, gRPC
+   UNAVAILABLE/DEADLINE_EXCEEDED) is retried with bounded exponential backoff, never past the
+   deadline; once the peer has named the task it is never re-sent, only polled.
 3. A task that is not finished when the send returns is polled with ``GetTask`` (backoff) until
    it is terminal; at the deadline it is cancelled, best effort.
-4. Completed → the artifacts as a result (:mod:`node.peers.results`); failed, rejected,
-   canceled, input-required or auth-required → ``PeerError`` with the peer's status text.
+4. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
+   status message (:mod:`node.peers.results`); failed, rejected, canceled, input-required or
+   auth-required → ``PeerError`` with the peer's status text.
 
 Only "the peer did not answer" counts against the breaker; a peer that answers with a failure
 is reachable. Auth is a bearer token per peer, sent as a call-scoped header (``ClientCallContext
-.service_parameters``), read from its source at each call.
+.service_parameters``: an HTTP header, or gRPC metadata), read from its source at each call.
 """
 
 from __future__ import annotations
@@ -29,8 +33,14 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import grpc
+import grpc.aio
 import httpx
 from a2a.client import A2AClientTimeoutError, ClientCallContext, ClientConfig, ClientFactory
+from a2a.client.transports.base import ClientTransport
+from a2a.client.transports.grpc import GrpcTransport
+from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
+from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
@@ -41,6 +51,7 @@ from a2a.types import (
     Task,
     TaskState,
 )
+from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from google.protobuf import json_format
 from tenacity import (
@@ -53,6 +64,7 @@ from tenacity import (
 
 from node.errors import ConfigError, PeerError
 from node.peers.breaker import CircuitBreaker
+from node.peers.grpc_channels import GrpcChannels
 from node.peers.results import message_text, parts_result, task_result
 from node.peers.settings import PeersSettings
 from node.protocol import INTERRUPTED, TERMINAL
@@ -65,18 +77,35 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 TokenSource = Callable[[], str | None]
 RETRY_STATUS = frozenset({502, 503, 504})
+RETRY_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CANCEL_GRACE_S = 2.0  # time allowed to cancel a remote task after the deadline
-BINDINGS = ["JSONRPC", "HTTP+JSON"]
+# Every binding this node speaks; the peer's card order picks one (the SDK's server preference).
+BINDINGS: tuple[str, ...] = tuple(
+    p.value
+    for p in (TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON, TransportProtocol.GRPC)
+)
+# What a failed call can raise: SDK errors, HTTP errors, gRPC errors, undecodable answers.
+CALL_ERRORS = (
+    A2AError,
+    httpx.HTTPError,
+    grpc.RpcError,
+    grpc.aio.UsageError,
+    ValueError,
+    json_format.Error,
+)
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: no connection, a timeout, HTTP 502/503/504."""
+    """True for failures worth retrying: no connection, a timeout, HTTP 502/503/504, gRPC
+    UNAVAILABLE or DEADLINE_EXCEEDED."""
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, A2AClientTimeoutError | httpx.TransportError):
             return True
         if isinstance(cause, httpx.HTTPStatusError):
             return cause.response.status_code in RETRY_STATUS
+        if isinstance(cause, grpc.aio.AioRpcError):
+            return cause.code() in RETRY_GRPC
         cause = cause.__cause__
     return False
 
@@ -88,6 +117,23 @@ def state_name(state: int) -> str:
 
 def _no_token() -> str | None:
     return None
+
+
+def _grpc_transport(card: AgentCard, url: str, config: ClientConfig) -> ClientTransport:
+    """The gRPC transport for the card's interface at ``url``: 0.3 or 1.0 by its version.
+
+    Registered in place of the SDK's own gRPC producer, which reads ``CompatGrpcTransport``
+    from a module global that an import cycle in a2a-sdk 1.3 leaves ``None`` when
+    ``a2a.server.routes`` (or a 0.3 compat module) is imported before ``a2a.client``, as a
+    node does; 0.3 gRPC peers would then be sent the 1.0 service.
+    """
+    versions = [
+        i.protocol_version
+        for i in card.supported_interfaces
+        if i.protocol_binding == TransportProtocol.GRPC and i.url == url
+    ]
+    legacy = bool(versions) and all(is_legacy_version(v) for v in versions)
+    return (CompatGrpcTransport if legacy else GrpcTransport).create(card, url, config)
 
 
 @dataclass(slots=True)
@@ -120,7 +166,11 @@ def _apply(task: Task | None, event: StreamResponse) -> Task:
 
 
 class PeerClient:
-    """Calls one peer; one instance (and one SDK client) per peer, shared by its skill tools."""
+    """Calls one peer; one instance (and one SDK client) per peer, shared by its skill tools.
+
+    ``grpc_channels`` is the shared gRPC channel factory (the directory's); without one the
+    client keeps its own and :meth:`aclose` closes it.
+    """
 
     def __init__(
         self,
@@ -128,6 +178,7 @@ class PeerClient:
         card: AgentCard,
         *,
         http: httpx.AsyncClient,
+        grpc_channels: GrpcChannels | None = None,
         token: TokenSource = _no_token,
         breaker: CircuitBreaker | None = None,
         retries: int = _DEFAULTS.retries,
@@ -142,15 +193,32 @@ class PeerClient:
         self.retries = retries
         self._poll = (poll_initial_s, poll_max_s)
         self._backoff = (backoff_initial_s, backoff_max_s)
+        self._own_channels = grpc_channels is None
+        self._channels = grpc_channels or GrpcChannels()
         config = ClientConfig(
-            streaming=streaming, httpx_client=http, supported_protocol_bindings=BINDINGS
+            streaming=streaming,
+            httpx_client=http,
+            grpc_channel_factory=self._channels,
+            supported_protocol_bindings=list(BINDINGS),
         )
+        factory = ClientFactory(config)
+        factory.register(TransportProtocol.GRPC, _grpc_transport)
         try:
-            self._client = ClientFactory(config).create(card)
-        except ValueError as exc:
+            self._client = factory.create(card)
+        except (ValueError, ConfigError) as exc:
+            offered = ", ".join(
+                f"{i.protocol_binding} {i.protocol_version or '?'}"
+                for i in card.supported_interfaces
+            )
             raise ConfigError(
-                f"peer {peer_id}: {exc} (card offers no JSONRPC or HTTP+JSON interface)"
+                f"peer {peer_id}: {exc} (card offers: {offered or 'no interface'}; "
+                f"this node speaks {', '.join(BINDINGS)})"
             ) from exc
+
+    async def aclose(self) -> None:
+        """Close the gRPC channels this client owns (shared ones belong to their owner)."""
+        if self._own_channels:
+            await self._channels.aclose()
 
     async def call(self, message: Message, *, deadline: float) -> Any:
         """Send ``message``, wait until the peer finishes or ``deadline`` (epoch s); its result."""
@@ -172,7 +240,7 @@ class PeerClient:
             if progress.task is not None:
                 await self._cancel_quietly(progress.task.id, headers)
             raise PeerError(f"peer {self.peer_id} did not finish within {budget:.1f}s") from exc
-        except (A2AError, httpx.HTTPError, ValueError, json_format.Error) as exc:
+        except CALL_ERRORS as exc:
             transient = is_transient(exc)
             self._record(answered=not transient)
             what = "unreachable" if transient else "refused the call"
@@ -248,5 +316,5 @@ class PeerClient:
             async with asyncio.timeout(CANCEL_GRACE_S):
                 context = ClientCallContext(timeout=CANCEL_GRACE_S, service_parameters=headers)
                 await self._client.cancel_task(CancelTaskRequest(id=task_id), context=context)
-        except (TimeoutError, A2AError, httpx.HTTPError, ValueError, json_format.Error) as exc:
+        except (TimeoutError, *CALL_ERRORS) as exc:
             log.info("peer %s: could not cancel task %s: %s", self.peer_id, task_id, exc)

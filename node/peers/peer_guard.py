@@ -4,7 +4,8 @@ A registry entry is data from elsewhere: its card URL and interface URLs could p
 metadata endpoint or a private service. Such a peer is kept only if every URL passes a
 :class:`UrlGuard` that allows public addresses, the ranges in ``peers.allow_cidrs``, and the
 registry's own host (so a local network on 127.0.0.1 needs no configuration). Static peers are
-the operator's own words and are not checked.
+the operator's own words and are not checked. A gRPC interface (``host:port``) is checked as
+the address its channel connects to.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import socket
 from collections.abc import Sequence
 
 import httpx
-from a2a.types import AgentCard
+from a2a.types import AgentCard, AgentInterface
+from a2a.utils.constants import TransportProtocol
 
-from node.errors import GuardError
+from node.errors import ConfigError, GuardError
+from node.peers.grpc_channels import grpc_target
 from node.tooling.guards.urls import UrlGuard
 
 __all__ = ["PeerGuard"]
@@ -44,10 +47,21 @@ class PeerGuard:
     @staticmethod
     async def refusal(guard: UrlGuard, card: AgentCard, card_url: str) -> str | None:
         """Why this peer may not be called, or ``None`` when every URL it names is allowed."""
-        urls = [card_url, *(i.url for i in card.supported_interfaces)]
+        try:
+            urls = [card_url, *(_http_form(i) for i in card.supported_interfaces)]
+        except ConfigError as exc:
+            return str(exc)
         for url in filter(None, urls):
             try:
                 await guard.check(url)
             except GuardError as exc:
                 return str(exc)
         return None
+
+
+def _http_form(interface: AgentInterface) -> str:
+    """The interface URL as the guard reads it (a gRPC ``host:port`` as ``http(s)://host:port``)."""
+    if interface.protocol_binding != TransportProtocol.GRPC:
+        return interface.url
+    target, tls = grpc_target(interface.url)
+    return f"{'https' if tls else 'http'}://{target}"

@@ -1,9 +1,11 @@
 """A peer's skill as a local tool: ``RemoteSkillTool``, one per (peer, skill).
 
 Parameters are the skill's input schema when the peer publishes one (the ``SKILL_SCHEMAS``
-extension); the call then sends a data part ``{"skill": id, "arguments": {...}}``. Otherwise the
-tool takes ``{"text": str, "data": any}`` and sends a text part and/or a data part, with
-``message.metadata["skill"] = id``.
+extension, a2a-node peers); the call then sends a data part ``{"skill": id, "arguments": {...}}``.
+Any other peer (a plain a2a-sdk server, a 0.3 server, a gRPC-only server, another framework)
+publishes no schema: its skill becomes a tool taking a required ``text`` string and an optional
+``data`` object, sent as a text part (plus a data part when given), with
+``message.metadata["skill"] = id`` for peers that route on it.
 
 Hop guard. The tool reads these fields of :class:`ToolContext` (the executor sets them):
 
@@ -47,7 +49,11 @@ __all__ = [
 
 DEFAULT_PARAMETERS: Mapping[str, Any] = {
     "type": "object",
-    "properties": {"text": {"type": "string"}, "data": {}},
+    "properties": {
+        "text": {"type": "string", "description": "The request, in words."},
+        "data": {"type": "object", "description": "Structured input, sent beside the text."},
+    },
+    "required": ["text"],
     "additionalProperties": False,
 }
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
@@ -118,11 +124,11 @@ class RemoteSkillTool(Tool):
         if self.structured:
             parts = [new_data_part({"skill": self.skill_id, "arguments": dict(arguments)})]
         else:
-            parts = [new_text_part(arguments["text"])] if "text" in arguments else []
+            if not isinstance(arguments.get("text"), str):
+                raise InvalidArguments(f"{self.name}: 'text' (a string) is required")
+            parts = [new_text_part(arguments["text"])]
             if "data" in arguments:
                 parts.append(new_data_part(arguments["data"]))
-            if not parts:
-                raise InvalidArguments(f"{self.name}: give 'text' and/or 'data'")
             metadata = {**metadata, "skill": self.skill_id}
         return Message(
             message_id=uuid.uuid4().hex,

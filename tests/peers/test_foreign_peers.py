@@ -1,0 +1,299 @@
+"""Peer tools calling peers that are not a2a-node: plain a2a-sdk 1.3 servers (JSON-RPC,
+HTTP+JSON, gRPC-only) and 0.3-only servers (the SDK's compat routes), all on loopback.
+
+Each peer's card is fetched the way the directory fetches it, and its skill is called through
+the :class:`RemoteSkillTool` the node's executor runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from a2a.types import AgentCard
+
+from node.errors import InvalidArguments, PeerError
+from node.peers.breaker import CircuitBreaker
+from node.peers.cards import CardFetcher
+from node.peers.grpc_channels import GrpcChannels, grpc_target
+from node.peers.peer_client import PeerClient, is_transient
+from node.peers.remote_tool import DEFAULT_PARAMETERS, RemoteSkillTool
+from node.tooling.context import ToolContext
+from tests.peers.foreign_peers import (
+    Answer,
+    Seen,
+    card_only_app,
+    grpc_server,
+    handler_for,
+    plain_card,
+    plain_http_app,
+    v03_card_json,
+)
+from tests.servers import free_socket, running, url_of
+
+
+@dataclass
+class Plain:
+    url: str  # where its card is
+    card: AgentCard  # as served
+    seen: Seen
+
+
+StartPlain = Callable[..., Awaitable[Plain]]
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[GrpcChannels]:
+    shared = GrpcChannels()
+    yield shared
+    await shared.aclose()
+
+
+@pytest.fixture
+async def start_plain() -> AsyncIterator[StartPlain]:
+    """``await start_plain("task", bindings=["GRPC"], v03=False, pure_v03_card=False)``."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(
+            answer: Answer,
+            *,
+            bindings: tuple[str, ...] = ("JSONRPC", "HTTP+JSON"),
+            v03: bool = False,
+            pure_v03_card: bool = False,
+            name: str = "Plain",
+        ) -> Plain:
+            seen, sock = Seen(), free_socket()
+            base = url_of(sock)
+            urls = {"JSONRPC": f"{base}/", "HTTP+JSON": f"{base}/rest"}
+            card = plain_card(name, [], version="0.3" if v03 else "1.0")
+            handler = handler_for(card, answer, seen)
+            if "GRPC" in bindings:
+                urls["GRPC"] = await stack.enter_async_context(grpc_server(handler, seen, v03=v03))
+            served = plain_card(name, [(b, urls[b]) for b in bindings], version=card_version(v03))
+            card.CopyFrom(served)  # the handler holds the same card
+            if {"JSONRPC", "HTTP+JSON"} & set(bindings):
+                document = v03_card_json(card) if pure_v03_card else None
+                app = plain_http_app(card, handler, seen, v03=v03, card_json=document)
+            else:
+                app = card_only_app(card)
+            url = await stack.enter_async_context(running(app, sock))
+            return Plain(url, card, seen)
+
+        yield start
+
+
+def card_version(v03: bool) -> str:
+    return "0.3" if v03 else "1.0"
+
+
+async def echo_tool(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    peer: Plain,
+    *,
+    streaming: bool = False,
+    **kw: Any,
+) -> RemoteSkillTool:
+    card = await CardFetcher(http).fetch(peer.url)
+    client = PeerClient(
+        "plain",
+        card,
+        http=http,
+        grpc_channels=channels,
+        streaming=streaming,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        **kw,
+    )
+    return RemoteSkillTool(client, card.skills[0], self_id="a", call_timeout_s=5.0)
+
+
+def ctx() -> ToolContext:
+    return ToolContext()
+
+
+async def test_a_skill_without_a_schema_is_a_text_tool(
+    http: httpx.AsyncClient, channels: GrpcChannels, start_plain: StartPlain
+) -> None:
+    peer = await start_plain("message")
+    tool = await echo_tool(http, channels, peer)
+    assert tool.parameters == DEFAULT_PARAMETERS
+    assert tool.parameters["required"] == ["text"]
+    assert tool.name == "plain__echo"
+    assert tool.description == "[Plain] Answers what it was told"
+    assert tool.policy.examples == ("say hello",)
+    with pytest.raises(InvalidArguments, match="'text'"):
+        await tool.execute({"data": {"n": 1}}, ctx())
+    assert peer.seen.parts == []
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(
+    ("answer", "result"),
+    [("message", "hello, hi"), ("task", "report: hi"), ("status", "done: hi")],
+)
+async def test_a_plain_peer_answers_with_a_message_or_a_task(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    start_plain: StartPlain,
+    answer: Answer,
+    result: str,
+    streaming: bool,
+) -> None:
+    peer = await start_plain(answer)
+    tool = await echo_tool(http, channels, peer, streaming=streaming)
+    assert await tool.execute({"text": "hi"}, ctx()) == result
+    assert peer.seen.parts == [[{"text": "hi"}]]
+    assert peer.seen.http[0] == ("/", "1.0")
+
+
+async def test_text_and_data_go_as_two_parts(
+    http: httpx.AsyncClient, channels: GrpcChannels, start_plain: StartPlain
+) -> None:
+    peer = await start_plain("message")
+    tool = await echo_tool(http, channels, peer)
+    answer = await tool.execute({"text": "hi", "data": {"n": 2, "tags": ["x"]}}, ctx())
+    assert answer == {"received": {"n": 2, "tags": ["x"]}}
+    assert peer.seen.parts == [[{"text": "hi"}, {"data": {"n": 2.0, "tags": ["x"]}}]]
+
+
+@pytest.mark.parametrize("bindings", [("JSONRPC", "HTTP+JSON"), ("GRPC",)])
+async def test_a_failed_task_carries_the_peers_status_text(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    start_plain: StartPlain,
+    bindings: tuple[str, ...],
+) -> None:
+    peer = await start_plain("task", bindings=bindings)
+    tool = await echo_tool(http, channels, peer)
+    with pytest.raises(PeerError, match="task failed: cannot do: fail now"):
+        await tool.execute({"text": "fail now"}, ctx())
+
+
+async def test_a_card_preferring_http_json_is_called_over_rest(
+    http: httpx.AsyncClient, channels: GrpcChannels, start_plain: StartPlain
+) -> None:
+    peer = await start_plain("task", bindings=("HTTP+JSON", "JSONRPC"))
+    tool = await echo_tool(http, channels, peer)
+    assert await tool.execute({"text": "hi"}, ctx()) == "report: hi"
+    assert peer.seen.http == [("/rest/message:send", "1.0")]
+
+
+async def test_a_card_preferring_grpc_is_called_over_grpc(
+    http: httpx.AsyncClient, channels: GrpcChannels, start_plain: StartPlain
+) -> None:
+    peer = await start_plain("task", bindings=("GRPC", "JSONRPC"))
+    tool = await echo_tool(http, channels, peer)
+    assert await tool.execute({"text": "hi"}, ctx()) == "report: hi"
+    assert peer.seen.http == []
+    assert len(peer.seen.grpc_metadata) == 1
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(("answer", "result"), [("message", "hello, hi"), ("task", "report: hi")])
+async def test_a_grpc_only_peer_gets_the_call_and_our_token_as_metadata(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    start_plain: StartPlain,
+    answer: Answer,
+    result: str,
+    streaming: bool,
+) -> None:
+    peer = await start_plain(answer, bindings=("GRPC",))
+    assert [i.protocol_binding for i in peer.card.supported_interfaces] == ["GRPC"]
+    tool = await echo_tool(http, channels, peer, streaming=streaming, token=lambda: "s3cret")
+    assert await tool.execute({"text": "hi"}, ctx()) == result
+    (metadata,) = peer.seen.grpc_metadata
+    assert metadata["authorization"] == "Bearer s3cret"
+    assert metadata["a2a-version"] == "1.0"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(
+    ("bindings", "path"),
+    [(("JSONRPC", "HTTP+JSON"), "/"), (("HTTP+JSON", "JSONRPC"), "/rest/v1/message:")],
+)
+async def test_a_v0_3_only_peer_is_called_with_the_0_3_wire(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    start_plain: StartPlain,
+    bindings: tuple[str, ...],
+    path: str,
+    streaming: bool,
+) -> None:
+    peer = await start_plain("task", bindings=bindings, v03=True, pure_v03_card=True)
+    served = (await http.get(f"{peer.url}/.well-known/agent-card.json")).json()
+    assert "supportedInterfaces" not in served
+    assert served["preferredTransport"] == bindings[0]
+    tool = await echo_tool(http, channels, peer, streaming=streaming)
+    assert {i.protocol_version for i in tool.peer.card.supported_interfaces} <= {"0.3", "0.3.0"}
+    assert await tool.execute({"text": "hi"}, ctx()) == "report: hi"
+    assert [p for p, _ in peer.seen.http if not p.startswith(path)] == []
+    assert {v for _, v in peer.seen.http} == {"0.3"}
+    with pytest.raises(PeerError, match="cannot do: fail"):
+        await tool.execute({"text": "fail"}, ctx())
+
+
+async def test_a_v0_3_grpc_only_peer_is_called_with_the_0_3_service(
+    http: httpx.AsyncClient, channels: GrpcChannels, start_plain: StartPlain
+) -> None:
+    peer = await start_plain("message", bindings=("GRPC",), v03=True)
+    tool = await echo_tool(http, channels, peer, token=lambda: "s3cret")
+    assert await tool.execute({"text": "hi"}, ctx()) == "hello, hi"
+    (metadata,) = peer.seen.grpc_metadata
+    assert metadata["a2a-version"] == "0.3"
+    assert metadata["authorization"] == "Bearer s3cret"
+
+
+async def test_an_unreachable_grpc_peer_is_retried_then_trips_the_breaker(
+    http: httpx.AsyncClient, channels: GrpcChannels
+) -> None:
+    sock = free_socket()  # bound, never listening: connections are refused
+    card = plain_card("Gone", [("GRPC", url_of(sock).removeprefix("http://"))])
+    attempts: list[str] = []
+    client = PeerClient(
+        "gone",
+        card,
+        http=http,
+        grpc_channels=lambda url: attempts.append(url) or channels(url),
+        breaker=CircuitBreaker(failures=2, cooldown_s=60),
+        retries=3,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.02,
+    )
+    tool = RemoteSkillTool(client, card.skills[0], self_id="a", call_timeout_s=5.0)
+    for _ in range(2):
+        with pytest.raises(PeerError, match="peer gone unreachable") as raised:
+            await tool.execute({"text": "hi"}, ctx())
+        assert is_transient(raised.value.__cause__ or raised.value)
+    assert client.breaker.state == "open"
+    with pytest.raises(PeerError, match="circuit open"):
+        await tool.execute({"text": "hi"}, ctx())
+    assert len(attempts) == 1  # one channel, made when the client was built
+    sock.close()
+
+
+def test_is_transient_knows_grpc_status_codes() -> None:
+    def rpc_error(code: grpc.StatusCode) -> grpc.aio.AioRpcError:
+        return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), "x")
+
+    assert is_transient(rpc_error(grpc.StatusCode.UNAVAILABLE))
+    assert is_transient(rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED))
+    assert not is_transient(rpc_error(grpc.StatusCode.INVALID_ARGUMENT))
+    assert not is_transient(rpc_error(grpc.StatusCode.UNAUTHENTICATED))
+
+
+def test_grpc_addresses_are_read_in_every_form_cards_use() -> None:
+    assert grpc_target("127.0.0.1:50051") == ("127.0.0.1:50051", False)
+    assert grpc_target("grpc://agent.example:7000") == ("agent.example:7000", False)
+    assert grpc_target("http://agent.example:7000/") == ("agent.example:7000", False)
+    assert grpc_target("grpcs://agent.example") == ("agent.example:443", True)
+    assert grpc_target("https://[::1]:8443") == ("[::1]:8443", True)
+    for bad in ("ftp://h:1", "agent.example", "grpc://:1", "h:99999"):
+        with pytest.raises(Exception, match="gRPC address"):
+            grpc_target(bad)
