@@ -161,6 +161,13 @@ class WorkspaceSettings(_Model):
 class ServerSettings(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    grpc_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Also serve A2A over gRPC on this port of the same host (0 picks a free "
+        "one); the card advertises it at the public URL's host. Unset: no gRPC.",
+    )
     public_url: str | None = None
     store: str = "sqlite"  # "memory", "sqlite", "sqlite:///path.db", "postgresql://..."
     data_dir: str = ".a2a-node"

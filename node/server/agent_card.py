@@ -55,8 +55,19 @@ def _struct(data: Mapping[str, Any]) -> Struct:
     return struct
 
 
-def build_agent_card(card: NodeCard, skills: Iterable[SkillSpec], public_url: str) -> AgentCard:
-    """The A2A card a node serves at ``/.well-known/agent-card.json``."""
+def build_agent_card(
+    card: NodeCard,
+    skills: Iterable[SkillSpec],
+    public_url: str,
+    *,
+    grpc_address: str | None = None,
+    grpc_v0_3: bool = True,
+) -> AgentCard:
+    """The A2A card a node serves at ``/.well-known/agent-card.json``.
+
+    ``grpc_address`` (``host:port``) adds the gRPC binding, last: at 1.0, and at 0.3 too unless
+    ``grpc_v0_3`` is off.
+    """
     base = public_url.rstrip("/")
     skills = list(skills)
     agent_card = AgentCard(
@@ -110,6 +121,11 @@ def build_agent_card(card: NodeCard, skills: Iterable[SkillSpec], public_url: st
             for s in skills
         ],
     )
+    if grpc_address:
+        for version in (PROTOCOL_VERSION, "0.3") if grpc_v0_3 else (PROTOCOL_VERSION,):
+            agent_card.supported_interfaces.append(
+                AgentInterface(url=grpc_address, protocol_binding="GRPC", protocol_version=version)
+            )
     if card.provider:
         agent_card.provider.CopyFrom(
             AgentProvider(organization=card.provider.organization, url=card.provider.url)

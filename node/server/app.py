@@ -30,6 +30,7 @@ from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
+from node.server.grpc_binding import GrpcBinding, grpc_address
 from node.server.http_guards import BodyGuard
 from node.server.lean_path import lean_path_enabled
 from node.server.request_handler import NodeRequestHandler
@@ -48,6 +49,7 @@ class NodeState:
     data_dir: Path
     tools: NodeTools
     runtime: NodeRuntime | None = None
+    grpc: GrpcBinding | None = None  # when the card sets server.grpc_port
 
     @property
     def ready(self) -> bool:
@@ -76,15 +78,19 @@ def build_node_app(
     state = NodeState(card=card, public_url=public_url, data_dir=data_dir, tools=node_tools)
 
     built: dict[str, object] = {}
+    grpc: GrpcBinding | None = None
 
     def current_card() -> AgentCard:
-        """The card for the current skills, rebuilt only when the node's tools changed."""
-        revision = node_tools.revision
-        if "card" not in built or built["for"] != revision:
+        """The card for the current skills, rebuilt when the tools or the gRPC port changed."""
+        key = (node_tools.revision, grpc.port if grpc else None)
+        if "card" not in built or built["for"] != key:
+            address = grpc_address(public_url, grpc.port) if grpc else None
             built.update(
                 {
-                    "for": revision,
-                    "card": build_agent_card(card, node_tools.skill_specs(), public_url),
+                    "for": key,
+                    "card": build_agent_card(
+                        card, node_tools.skill_specs(), public_url, grpc_address=address
+                    ),
                 }
             )
         agent_card = built["card"]
@@ -115,6 +121,15 @@ def build_node_app(
         lean_path=lean_path_enabled(card.server.lean_path),
     )
 
+    if card.server.grpc_port is not None:
+        grpc = state.grpc = GrpcBinding(
+            handler,
+            host=card.server.host,
+            port=card.server.grpc_port,
+            auth=card.auth,
+            max_message_bytes=card.limits.max_body_bytes,
+        )
+
     async def card_now(_: AgentCard) -> AgentCard:
         return current_card()
 
@@ -123,6 +138,9 @@ def build_node_app(
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
+            if grpc is not None:
+                await grpc.start()  # on this loop; stops taking calls before the handler closes
+                stack.push_async_callback(grpc.stop)
             services.http = runtime.http
             state.runtime = runtime
             runtime.ready = True

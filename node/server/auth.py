@@ -34,6 +34,31 @@ def _find(secret: str, credentials: Iterable[Credential]) -> Credential | None:
     return found
 
 
+def authenticate(settings: AuthSettings, authorization: str, api_key: str) -> Credential:
+    """The credential that an ``Authorization`` value or an API key names, on any binding.
+
+    Raises ``AuthenticationError`` saying what is missing or wrong.
+    """
+    cred: Credential | None = None
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise AuthenticationError("malformed Authorization header; expected 'Bearer <token>'")
+        cred = _find(token.strip(), settings.bearer_tokens)
+    elif api_key:
+        cred = _find(api_key, settings.api_keys)
+    else:
+        raise AuthenticationError("credentials required")
+    if cred is None:
+        raise AuthenticationError("invalid credentials")
+    return cred
+
+
+def identity(cred: Credential) -> tuple[AuthCredentials, SimpleUser]:
+    """What a request authenticated by ``cred`` carries: its capabilities and its principal."""
+    return AuthCredentials(cred.capabilities), SimpleUser(cred.principal)
+
+
 class CredentialBackend(AuthenticationBackend):
     """Authenticate every request except the public paths when auth is enabled."""
 
@@ -43,23 +68,14 @@ class CredentialBackend(AuthenticationBackend):
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         if conn.url.path in PUBLIC_PATHS:
             return None
-        header = conn.headers.get("authorization", "")
-        api_key = conn.headers.get(self._settings.api_key_header)
-        cred: Credential | None = None
-        if header:
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or not token:
-                raise AuthenticationError(
-                    "malformed Authorization header; expected 'Bearer <token>'"
-                )
-            cred = _find(token.strip(), self._settings.bearer_tokens)
-        elif api_key:
-            cred = _find(api_key, self._settings.api_keys)
-        else:
-            raise AuthenticationError("credentials required")
-        if cred is None:
-            raise AuthenticationError("invalid credentials")
-        return AuthCredentials(cred.capabilities), SimpleUser(cred.principal)
+        headers = conn.headers
+        return identity(
+            authenticate(
+                self._settings,
+                headers.get("authorization", ""),
+                headers.get(self._settings.api_key_header, ""),
+            )
+        )
 
 
 def on_auth_error(conn: HTTPConnection, exc: Exception) -> Response:
