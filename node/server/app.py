@@ -26,6 +26,7 @@ from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
 from node.executor import ExecutorSettings, NodeExecutor, NodeServices
+from node.server import sdk_tuning
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
@@ -72,6 +73,7 @@ def build_node_app(
 
     Only the workspace folder is created here; everything else waits for the lifespan.
     """
+    sdk_tuning.apply()  # once per process: the SDK's validator cache, no no-op telemetry wrappers
     public_url = (public_url or card.server.public_url or default_public_url(card)).rstrip("/")
     data_dir = Path(data_dir or card.server.data_dir)
     node_tools = assemble_tools(card, data_dir, tools)
