@@ -24,6 +24,7 @@ from a2a.compat.v0_3 import types as v03_types
 from a2a.types import AgentCard
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf import json_format
+from pydantic import ValidationError
 
 from node.errors import PeerError
 from node.protocol import HOP, SKILL_SCHEMAS, normalise_numbers
@@ -60,9 +61,13 @@ def card_from_json(data: Any) -> AgentCard:
             legacy = v03_types.AgentCard.model_validate(data)
             return v03_conversions.to_core_agent_card(legacy)
         return parse_agent_card(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise PeerError(f"invalid 0.3 agent card: {problems}") from exc
     except (json_format.Error, ValueError, TypeError) as exc:
-        version = "0.3 " if is_v0_3_card(data) else ""
-        raise PeerError(f"invalid {version}agent card: {exc}") from exc
+        raise PeerError(f"invalid agent card: {exc}") from exc
 
 
 def extension_params(card: AgentCard, uri: str) -> dict[str, Any] | None:

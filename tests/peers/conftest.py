@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -10,6 +11,9 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 
+from node.peers.grpc_channels import GrpcChannels
+from tests.peers.foreign_peers import StartPlain
+from tests.peers.foreign_peers import start_plain as start_plain_peer
 from tests.peers.peers_support import Peer, PeerFactory, Recorder, peer_app, peer_card
 from tests.servers import free_socket, running, url_of
 
@@ -35,3 +39,19 @@ async def start_peer() -> AsyncIterator[PeerFactory]:
             return Peer(url, card, recorder)
 
         yield start
+
+
+@pytest.fixture
+async def channels() -> AsyncIterator[GrpcChannels]:
+    """One gRPC channel factory for the test's peer clients, closed after the test."""
+    shared = GrpcChannels()
+    yield shared
+    await shared.aclose()
+
+
+@pytest.fixture
+async def start_plain() -> AsyncIterator[StartPlain]:
+    """``peer = await start_plain("task", bindings=("GRPC",), v03=False)``: a plain a2a-sdk peer
+    (``tests.peers.foreign_peers``) running until the test ends."""
+    async with contextlib.AsyncExitStack() as stack:
+        yield functools.partial(start_plain_peer, stack)

@@ -18,7 +18,7 @@ path and ``A2A-Version`` header, for each gRPC call its metadata.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,6 +45,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tests.servers import free_socket, running, url_of
 
 Answer = Literal["message", "task", "status"]
 ECHO = AgentSkill(
@@ -219,3 +221,45 @@ async def grpc_server(
         yield f"127.0.0.1:{port}"
     finally:
         await server.stop(grace=1.0)
+
+
+@dataclass
+class Plain:
+    """A running plain peer."""
+
+    url: str  # where its card is
+    card: AgentCard  # as served
+    seen: Seen
+
+
+StartPlain = Callable[..., Awaitable[Plain]]
+
+
+async def start_plain(
+    stack: contextlib.AsyncExitStack,
+    answer: Answer,
+    *,
+    bindings: tuple[str, ...] = ("JSONRPC", "HTTP+JSON"),
+    v03: bool = False,
+    pure_v03_card: bool = False,
+    name: str = "Plain",
+) -> Plain:
+    """Start a plain peer until ``stack`` closes. ``bindings`` in the card's preference order;
+    ``v03``: 0.3 interfaces and the SDK's 0.3 compat routes; ``pure_v03_card``: serve the card
+    as a 0.3 server does (``url``, ``preferredTransport``, no ``supportedInterfaces``)."""
+    seen, sock = Seen(), free_socket()
+    base = url_of(sock)
+    urls = {"JSONRPC": f"{base}/", "HTTP+JSON": f"{base}/rest"}
+    version = "0.3" if v03 else "1.0"
+    card = plain_card(name, [], version=version)
+    handler = handler_for(card, answer, seen)
+    if "GRPC" in bindings:
+        urls["GRPC"] = await stack.enter_async_context(grpc_server(handler, seen, v03=v03))
+    card.CopyFrom(plain_card(name, [(b, urls[b]) for b in bindings], version=version))
+    if {"JSONRPC", "HTTP+JSON"} & set(bindings):
+        document = v03_card_json(card) if pure_v03_card else None
+        app = plain_http_app(card, handler, seen, v03=v03, card_json=document)
+    else:
+        app = card_only_app(card)
+    url = await stack.enter_async_context(running(app, sock))
+    return Plain(url, card, seen)

@@ -6,7 +6,7 @@ from a2a.types import AgentCapabilities, AgentCard, AgentExtension
 from google.protobuf import json_format, struct_pb2
 
 from node.errors import PeerError
-from node.peers.cards import CardFetcher, agent_id, card_url, skill_schemas
+from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url, skill_schemas
 from node.protocol import HOP
 from tests.peers.peers_support import SCHEMAS, PeerFactory, peer_card
 from tests.servers import free_socket, url_of
@@ -55,3 +55,36 @@ async def test_unreachable_card_is_a_peer_error(http: httpx.AsyncClient) -> None
     with pytest.raises(PeerError, match="cannot fetch the card"):
         await CardFetcher(http).fetch(url_of(sock))
     sock.close()
+
+
+V03_CARD = {
+    "name": "Legacy Agent",
+    "description": "An a2a-sdk 0.3 server",
+    "url": "http://h:1/",
+    "version": "1.0.0",
+    "protocolVersion": "0.3.0",
+    "preferredTransport": "HTTP+JSON",
+    "additionalInterfaces": [{"url": "h:2", "transport": "GRPC"}],
+    "capabilities": {"streaming": True},
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [{"id": "echo", "name": "Echo", "description": "Echoes", "tags": ["t"]}],
+}
+
+
+def test_a_0_3_card_becomes_interfaces_of_version_0_3() -> None:
+    card = card_from_json(V03_CARD)
+    assert [(i.protocol_binding, i.url) for i in card.supported_interfaces] == [
+        ("HTTP+JSON", "http://h:1/"),
+        ("GRPC", "h:2"),
+    ]
+    assert {i.protocol_version for i in card.supported_interfaces} <= {"0.3", "0.3.0"}
+    assert [s.id for s in card.skills] == ["echo"]
+    assert agent_id(card) == "legacy-agent"
+    assert skill_schemas(card) == {}
+
+
+def test_a_broken_0_3_card_is_a_clear_peer_error() -> None:
+    broken = {**V03_CARD, "skills": [{"id": "echo"}]}
+    with pytest.raises(PeerError, match=r"invalid 0\.3 agent card: .*skills\.0\.name"):
+        card_from_json(broken)

@@ -7,15 +7,11 @@ the :class:`RemoteSkillTool` the node's executor runs.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import httpx
 import pytest
-from a2a.types import AgentCard
 
 from node.errors import InvalidArguments, PeerError
 from node.peers.breaker import CircuitBreaker
@@ -24,71 +20,8 @@ from node.peers.grpc_channels import GrpcChannels, grpc_target
 from node.peers.peer_client import PeerClient, is_transient
 from node.peers.remote_tool import DEFAULT_PARAMETERS, RemoteSkillTool
 from node.tooling.context import ToolContext
-from tests.peers.foreign_peers import (
-    Answer,
-    Seen,
-    card_only_app,
-    grpc_server,
-    handler_for,
-    plain_card,
-    plain_http_app,
-    v03_card_json,
-)
-from tests.servers import free_socket, running, url_of
-
-
-@dataclass
-class Plain:
-    url: str  # where its card is
-    card: AgentCard  # as served
-    seen: Seen
-
-
-StartPlain = Callable[..., Awaitable[Plain]]
-
-
-@pytest.fixture
-async def channels() -> AsyncIterator[GrpcChannels]:
-    shared = GrpcChannels()
-    yield shared
-    await shared.aclose()
-
-
-@pytest.fixture
-async def start_plain() -> AsyncIterator[StartPlain]:
-    """``await start_plain("task", bindings=["GRPC"], v03=False, pure_v03_card=False)``."""
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def start(
-            answer: Answer,
-            *,
-            bindings: tuple[str, ...] = ("JSONRPC", "HTTP+JSON"),
-            v03: bool = False,
-            pure_v03_card: bool = False,
-            name: str = "Plain",
-        ) -> Plain:
-            seen, sock = Seen(), free_socket()
-            base = url_of(sock)
-            urls = {"JSONRPC": f"{base}/", "HTTP+JSON": f"{base}/rest"}
-            card = plain_card(name, [], version="0.3" if v03 else "1.0")
-            handler = handler_for(card, answer, seen)
-            if "GRPC" in bindings:
-                urls["GRPC"] = await stack.enter_async_context(grpc_server(handler, seen, v03=v03))
-            served = plain_card(name, [(b, urls[b]) for b in bindings], version=card_version(v03))
-            card.CopyFrom(served)  # the handler holds the same card
-            if {"JSONRPC", "HTTP+JSON"} & set(bindings):
-                document = v03_card_json(card) if pure_v03_card else None
-                app = plain_http_app(card, handler, seen, v03=v03, card_json=document)
-            else:
-                app = card_only_app(card)
-            url = await stack.enter_async_context(running(app, sock))
-            return Plain(url, card, seen)
-
-        yield start
-
-
-def card_version(v03: bool) -> str:
-    return "0.3" if v03 else "1.0"
+from tests.peers.foreign_peers import Answer, Plain, StartPlain, plain_card
+from tests.servers import free_socket, url_of
 
 
 async def echo_tool(
