@@ -169,6 +169,11 @@ class Registry:
     def __len__(self) -> int:
         return len(self._index)
 
+    @property
+    def write_transactions(self) -> int:
+        """Write transactions this replica has made on its store (tests and benches)."""
+        return self._store.write_transactions
+
     # -- unreadable entries -----------------------------------------------------------------
 
     @property

@@ -1,0 +1,187 @@
+"""Registry heartbeats at scale: write transactions/s and heartbeat latency, over real HTTP.
+
+Run: ``source /tmp/pgenv; .venv/bin/python bench/registry_heartbeats.py``
+(``--agents 2000 --period 10 --duration 30`` are the defaults: 2,000 agents at the node's default
+heartbeat period, 200 heartbeats/s; ``--replicas 2`` spreads them over two registry processes).
+
+1. Creates a fresh PostgreSQL database from ``A2A_NODE_TEST_PG_URL`` (dropped afterwards), starts
+   a card server in this process and ``serve_registry`` in its own process(es) on that database.
+2. Registers every agent through ``POST /v1/agents`` (the registry fetches each card).
+3. Sends each agent's ``PUT /v1/agents/{id}/heartbeat`` once per period, spread evenly (an open
+   loop: a slow answer does not delay the next heartbeat), and reports heartbeat p50/p99/max and
+   the database's committed transactions/s (``pg_stat_database.xact_commit`` delta over the
+   phase for the bench's own database: writes and reads alike, so an upper bound on writes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from uuid import uuid4
+
+import asyncpg
+import httpx
+import uvicorn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from registry_search import card_app, free_port, start_registry, wait_ready  # noqa: E402
+
+from node.registry import RegistrySettings  # noqa: E402
+
+
+@asynccontextmanager
+async def fresh_database(base: str) -> AsyncIterator[str]:
+    """A new PostgreSQL database for this run (plain ``postgresql://`` URL), dropped after."""
+    name = f"a2a_bench_heartbeats_{uuid4().hex[:10]}"
+    admin = await asyncpg.connect(base)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield base.rsplit("/", 1)[0] + "/" + name
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def fill(registry_url: str, cards_url: str, agents: int) -> list[str]:
+    """Register every agent (16 at a time); return the ids the registry gave them."""
+    ids: list[str] = [""] * agents
+    todo = iter(range(agents))
+    async with httpx.AsyncClient(base_url=registry_url, timeout=30) as http:
+
+        async def worker() -> None:
+            for i in todo:
+                url = f"{cards_url}/agents/{i}/card.json"
+                response = await http.post("/v1/agents", json={"card_url": url})
+                if response.status_code not in (200, 201):
+                    raise RuntimeError(f"registering {url}: {response.status_code} {response.text}")
+                ids[i] = response.json()["id"]
+
+        await asyncio.gather(*(worker() for _ in range(16)))
+    return ids
+
+
+async def commits(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        value = await conn.fetchval(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
+        return int(value)
+    finally:
+        await conn.close()
+
+
+async def heartbeats(
+    urls: list[str], ids: list[str], period: float, duration: float
+) -> tuple[list[float], int]:
+    """Latencies (ms) of every heartbeat sent during ``duration``, and how many failed."""
+    times: list[float] = []
+    failed = 0
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    clients = [httpx.AsyncClient(base_url=u, timeout=30, limits=limits) for u in urls]
+    pending: set[asyncio.Task[None]] = set()
+
+    async def beat(i: int) -> None:
+        nonlocal failed
+        start = time.perf_counter()
+        try:
+            response = await clients[i % len(clients)].put(f"/v1/agents/{ids[i]}/heartbeat")
+            ok = response.status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        times.append((time.perf_counter() - start) * 1000)
+        failed += not ok
+
+    start = time.perf_counter()
+    n = 0
+    while (due := n * period / len(ids)) < duration:
+        delay = start + due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = asyncio.create_task(beat(n % len(ids)))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        n += 1
+    await asyncio.gather(*pending)
+    for client in clients:
+        await client.aclose()
+    return times, failed
+
+
+def pct(values: list[float], p: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=2000)
+    parser.add_argument("--period", type=float, default=10.0, help="heartbeat period, seconds")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of heartbeats")
+    parser.add_argument("--replicas", type=int, default=1, help="registry processes")
+    args = parser.parse_args()
+    base = os.environ.get("A2A_NODE_TEST_PG_URL")
+    if not base:
+        sys.exit("set A2A_NODE_TEST_PG_URL (source /tmp/pgenv)")
+
+    cards_port = free_port()
+    cards_url = f"http://127.0.0.1:{cards_port}"
+    config = uvicorn.Config(
+        card_app(cards_url), port=cards_port, log_level="warning", lifespan="off", ws="none"
+    )
+    card_server = uvicorn.Server(config)
+    card_task = asyncio.create_task(card_server.serve())
+    async with fresh_database(base) as db:
+        registries: list[subprocess.Popen[bytes]] = []
+        urls: list[str] = []
+        try:
+            for _ in range(args.replicas):
+                settings = RegistrySettings(
+                    port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",)
+                )  # default ttl_s and heartbeat settings
+                registries.append(start_registry(settings))
+                urls.append(settings.base_url)
+                await wait_ready(settings.base_url + "/healthz")
+            await wait_ready(cards_url + "/agents/0/card.json")
+            t0 = time.perf_counter()
+            ids = await fill(urls[0], cards_url, args.agents)
+            print(f"registered {args.agents} agents in {time.perf_counter() - t0:.1f} s")
+            before = await commits(db)
+            t0 = time.perf_counter()
+            times, failed = await heartbeats(urls, ids, args.period, args.duration)
+            elapsed = time.perf_counter() - t0
+            await asyncio.sleep(1.5)  # let the last batch and the statistics land
+            after = await commits(db)
+        finally:
+            for registry in registries:
+                registry.send_signal(signal.SIGTERM)
+            for registry in registries:
+                registry.wait(timeout=30)
+            card_server.should_exit = True
+            await card_task
+    times.sort()
+    rate = (after - before) / (elapsed + 1.5)
+    print(
+        f"{len(times)} heartbeats in {elapsed:.1f} s ({len(times) / elapsed:.0f}/s) to "
+        f"{args.replicas} replica(s), {failed} failed; latency p50 {statistics.median(times):.1f}"
+        f" ms, p99 {pct(times, 0.99):.1f} ms, max {times[-1]:.1f} ms; database: {rate:.1f} "
+        "committed transactions/s"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
