@@ -31,7 +31,7 @@ from pydantic import (
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
-from node.planning.settings import PlannerSettings
+from node.planning.settings import PlannerSettings, RoutingSettings
 from node.protocol import AGENT_ID_PATTERN
 from node.tooling.tool import TOOL_NAME_PATTERN, ToolPolicy
 
@@ -203,7 +203,13 @@ class NodeCard(_Model):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
     planner: PlannerSettings | None = Field(
         default=None,
-        description="Model endpoint for free-text requests; without it, requests name a skill.",
+        description="Model endpoint for free-text requests; without it, plain text is routed "
+        "(see routing).",
+    )
+    routing: RoutingSettings = Field(
+        default_factory=RoutingSettings,
+        description="Plain text naming no skill, without a model: default_skill, else the skill "
+        "router (threshold, margin, candidates).",
     )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

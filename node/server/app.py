@@ -110,6 +110,7 @@ def build_node_app(
             task_cost_budget=card.limits.task_cost_budget,
             anonymous_capabilities=frozenset(card.auth.anonymous_capabilities),
             planner=card.planner,
+            routing=card.routing,
             services=services,
         ),
     )
