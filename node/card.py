@@ -31,7 +31,7 @@ from pydantic import (
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
-from node.planning.settings import PlannerSettings, RoutingSettings
+from node.planning.settings import PlannerSettings
 from node.protocol import AGENT_ID_PATTERN
 from node.tooling.tool import TOOL_NAME_PATTERN, ToolPolicy
 
@@ -169,6 +169,12 @@ class ServerSettings(_Model):
         "one); the card advertises it at the public URL's host. Unset: no gRPC.",
     )
     public_url: str | None = None
+    a2a_v0_3: bool = Field(
+        default=True,
+        description="Also serve A2A 0.3 (a2a-sdk 0.3, strands, beeai, crewAI): 0.3 methods on "
+        "JSON-RPC and REST, and the 0.3 fields (url, preferredTransport, protocolVersion, "
+        "additionalInterfaces) on the agent card. Off: a strict A2A 1.0 card and 1.0 only.",
+    )
     store: str = "sqlite"  # "memory", "sqlite", "sqlite:///path.db", "postgresql://..."
     data_dir: str = ".a2a-node"
     card_cache_s: int = Field(default=300, ge=0)
@@ -203,13 +209,7 @@ class NodeCard(_Model):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
     planner: PlannerSettings | None = Field(
         default=None,
-        description="Model endpoint for free-text requests; without it, plain text is routed "
-        "(see routing).",
-    )
-    routing: RoutingSettings = Field(
-        default_factory=RoutingSettings,
-        description="Plain text naming no skill, without a model: default_skill, else the skill "
-        "router (threshold, margin, candidates).",
+        description="Model endpoint for free-text requests; without it, requests name a skill.",
     )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)

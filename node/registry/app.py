@@ -46,6 +46,7 @@ from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
 from node.server.http_guards import BodyGuard
 from node.server.serve import serve_app
+from node.server.v0_3 import v0_3_rest_routes
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,8 @@ def build_registry_app(
             Mount(
                 A2A_REST_PATH,
                 app=Router(
-                    create_rest_routes(handler, enable_v0_3_compat=v0_3), redirect_slashes=False
+                    [*(v0_3_rest_routes(handler) if v0_3 else []), *create_rest_routes(handler)],
+                    redirect_slashes=False,
                 ),
             ),
         ],

@@ -30,6 +30,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from node import protocol
 from node.card import NodeCard
+from node.server.v0_3 import add_v0_3_interfaces
 
 REST_PREFIX = "/rest"
 PROTOCOL_VERSION = "1.0"
@@ -134,6 +135,8 @@ def build_agent_card(
         agent_card.documentation_url = card.documentation_url
     if card.icon_url:
         agent_card.icon_url = card.icon_url
+    if card.server.a2a_v0_3:
+        add_v0_3_interfaces(agent_card)
     _add_security(agent_card, card)
     return agent_card
 

@@ -36,6 +36,7 @@ from node.server.http_guards import BodyGuard
 from node.server.lean_path import lean_path_enabled
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
+from node.server.v0_3 import v0_3_rest_routes
 from node.store.factory import open_task_store
 from node.tooling import Tool
 from node.urls import http_url
@@ -110,7 +111,6 @@ def build_node_app(
             task_cost_budget=card.limits.task_cost_budget,
             anonymous_capabilities=frozenset(card.auth.anonymous_capabilities),
             planner=card.planner,
-            routing=card.routing,
             services=services,
         ),
     )
@@ -161,13 +161,20 @@ def build_node_app(
             {"ready": ready, "agent_id": card.id}, status_code=200 if ready else 503
         )
 
+    v0_3 = card.server.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
     app = Starlette(
         routes=[
             agent_card_route(current_card(), card_now, card.server.card_cache_s),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-            *create_jsonrpc_routes(handler, rpc_url="/"),
-            Mount(REST_PREFIX, app=Router(create_rest_routes(handler), redirect_slashes=False)),
+            *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v0_3),
+            Mount(
+                REST_PREFIX,
+                app=Router(
+                    [*(v0_3_rest_routes(handler) if v0_3 else []), *create_rest_routes(handler)],
+                    redirect_slashes=False,
+                ),
+            ),
         ],
         middleware=_middleware(card),
         lifespan=lifespan,

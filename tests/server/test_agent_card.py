@@ -14,7 +14,13 @@ async def test_card_lists_interfaces_and_one_skill_per_public_tool(node_url, htt
     card = await A2ACardResolver(http, node_url).get_agent_card()
     bindings = {i.protocol_binding: i.url for i in card.supported_interfaces}
     assert bindings == {"JSONRPC": f"{node_url}/", "HTTP+JSON": f"{node_url}/rest"}
-    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0"}
+    # A2A 0.3 beside 1.0 by default (tests/server/test_v0_3.py): each binding at both versions
+    assert sorted((i.protocol_binding, i.protocol_version) for i in card.supported_interfaces) == [
+        ("HTTP+JSON", "0.3"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("JSONRPC", "1.0"),
+    ]
     assert card.capabilities.streaming
     skills = {s.id for s in card.skills}
     assert {"calculate", "text_stats", "json_query", "slow", "admin_only"} <= skills
@@ -48,4 +54,5 @@ async def test_public_url_is_what_the_card_advertises(tmp_path):
     async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
         body = (await client.get(CARD_PATH)).json()
     urls = [i["url"] for i in body["supportedInterfaces"]]
-    assert urls == ["https://node.example.test/base/", "https://node.example.test/base/rest"]
+    assert urls == ["https://node.example.test/base/", "https://node.example.test/base/rest"] * 2
+    assert body["url"] == "https://node.example.test/base/"  # the 0.3 field
