@@ -48,3 +48,9 @@ def test_one_data_part_described_by_text_is_the_data() -> None:
     assert parts_result(parts) == {"agents": []}
     two = [new_data_part({"a": 1}), new_data_part({"b": 2})]
     assert parts_result(two) == [{"data": {"a": 1}}, {"data": {"b": 2}}]
+
+
+def test_one_artifact_reads_like_a_message() -> None:
+    described = artifact("a", new_text_part("echo: hi"), new_data_part({"received": [1]}))
+    assert task_result([described], None) == {"received": [1]}
+    assert task_result([artifact("a", new_text_part("one"))], None) == "one"
