@@ -53,8 +53,14 @@ from node.errors import (
     ToolTimeout,
 )
 from node.peers.hops import HopState, check_hop, read_hop
-from node.planning import NeedsInput, Request, parse_request, plan_request
-from node.planning.direct import InvalidRequest, NoSkillNamed, UnknownSkill
+from node.planning import Request, parse_request, plan_request
+from node.planning.direct import (
+    InputNeeded,
+    InvalidRequest,
+    NoSkillNamed,
+    UnknownSkill,
+    is_free_text,
+)
 from node.planning.llm import (
     CostLimitExceeded,
     LLMPlanner,
@@ -63,7 +69,8 @@ from node.planning.llm import (
     ToolCallLimitExceeded,
 )
 from node.planning.providers.base import ProviderError
-from node.planning.settings import PlannerSettings
+from node.planning.routing import TextRouting
+from node.planning.settings import PlannerSettings, RoutingSettings
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
 from node.tooling.catalog import PreparedCall
@@ -98,7 +105,7 @@ _FAILED = TaskOutcome(Outcome.FAILED)
 #: rejects it; one raised while running is a result, and the task fails when every result failed.
 #: Classes outside the task path (CLI, launcher, registry subclasses) resolve along their MRO.
 TASK_OUTCOMES: Mapping[type[BaseException], TaskOutcome] = {
-    NeedsInput: TaskOutcome(Outcome.INPUT_REQUIRED),
+    InputNeeded: TaskOutcome(Outcome.INPUT_REQUIRED),  # NeedsInput, NeedsChoice
     NodeError: _FAILED,
     ConfigError: _FAILED,
     RegistryError: _FAILED,
@@ -156,6 +163,7 @@ class ExecutorSettings:
     task_cost_budget: float | None = None
     anonymous_capabilities: frozenset[str] = frozenset()
     planner: PlannerSettings | None = None  # free-text requests go to the LLM loop when set
+    routing: RoutingSettings = field(default_factory=RoutingSettings)  # plain text without one
     services: NodeServices = field(default_factory=lambda: NodeServices())
 
 
@@ -167,6 +175,23 @@ def _result_part(result: ToolResult) -> Part:
     if isinstance(result.output, str):
         return Part(text=result.output)
     return _data_part(result.output)
+
+
+#: Characters of results repeated as text in the completed status (the artifacts hold them whole).
+MAX_STATUS_TEXT = 8000
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_STATUS_TEXT:
+        return text
+    return text[:MAX_STATUS_TEXT] + " … (cut: the task's artifacts hold the whole result)"
+
+
+def result_text(results: list[ToolResult]) -> str:
+    """The readable answer of a finished task: one result's text, or one line per call."""
+    if len(results) == 1 and results[0].ok:
+        return _bounded(results[0].text)
+    return _bounded("\n".join(f"{r.tool}: {r.text}" for r in results))
 
 
 class _ArtifactSink:
@@ -211,6 +236,7 @@ class NodeExecutor(AgentExecutor):
         self._tools = tools
         self._skills = skills
         self._settings = settings
+        self._routing = TextRouting(settings.routing)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task, updater = await self.begin(context, event_queue)
@@ -251,7 +277,7 @@ class NodeExecutor(AgentExecutor):
         """Await ``work``; an error ends the task by :data:`TASK_OUTCOMES` (or as internal)."""
         try:
             await work
-        except (NodeError, NeedsInput) as exc:
+        except (NodeError, InputNeeded) as exc:
             await self._stop(updater, exc)
         except asyncio.CancelledError:
             raise
@@ -292,14 +318,17 @@ class NodeExecutor(AgentExecutor):
         hop = read_hop(metadata, default_max_hops=self._settings.max_hops)
         check_hop(hop, self._settings.agent_id, time.time())
         request = parse_request(
-            get_text_parts(message.parts), get_data_parts(message.parts), metadata
+            get_text_parts(message.parts),
+            get_data_parts(message.parts),
+            metadata,
+            context.metadata,  # the request's own params.metadata
         )
         pending = self._pending(task)
         return _Admitted(
             request=request,
             pending=pending,
             ctx=self._tool_context(context, metadata, hop, updater),
-            is_free_text=pending is None and self._is_free_text(request),
+            is_free_text=pending is None and is_free_text(request),
         )
 
     def _plan(self, admitted: _Admitted) -> list[tuple[ToolCall, PreparedCall]]:
@@ -312,6 +341,7 @@ class NodeExecutor(AgentExecutor):
             self._skills(),
             pending=admitted.pending,
             max_calls=self._settings.max_calls_per_task,
+            routing=self._routing,
         )
         prepared: list[tuple[ToolCall, PreparedCall]] = []
         for call in calls:
@@ -325,7 +355,12 @@ class NodeExecutor(AgentExecutor):
         return prepared
 
     async def _report(self, results: list[ToolResult], updater: TaskUpdater) -> None:
-        """One artifact per result; the task fails when every call failed, else completes."""
+        """One artifact per result; the task fails when every call failed, else completes.
+
+        The completed status carries the results as text (:func:`result_text`): clients that read
+        the status message, or the last agent message, as the answer (crewAI) see the result, not
+        the last progress message.
+        """
         for result in results:
             name = result.tool if result.ok else f"{result.tool}.error"
             part = _result_part(result) if result.ok else _data_part(self._error_data(result))
@@ -335,7 +370,7 @@ class NodeExecutor(AgentExecutor):
             reason = "; ".join(f"{r.tool}: {r.error}" for r in failures)
             await updater.failed(self._say(updater, reason[:2000]))
         else:
-            await updater.complete()
+            await updater.complete(self._say(updater, result_text(results)))
 
     async def _run(
         self,
@@ -393,24 +428,16 @@ class NodeExecutor(AgentExecutor):
         if trace:
             await updater.add_artifact([_data_part({"calls": trace})], name="tool_calls")
         await updater.add_artifact([Part(text=outcome.answer)], name="answer")
-        await updater.complete()
-
-    @staticmethod
-    def _is_free_text(request: Request) -> bool:
-        """Text that names no skill and carries no structured call."""
-        structured = any(
-            isinstance(d, dict) and ({"skill", "tool", "calls"} & d.keys()) for d in request.data
-        )
-        return bool(request.text) and not structured and "skill" not in request.metadata
+        await updater.complete(self._say(updater, _bounded(outcome.answer)))
 
     # -- helpers ----------------------------------------------------------------------------
 
-    async def _stop(self, updater: TaskUpdater, exc: NodeError | NeedsInput) -> None:
+    async def _stop(self, updater: TaskUpdater, exc: NodeError | InputNeeded) -> None:
         """End (or pause) the task as :data:`TASK_OUTCOMES` says for ``exc``."""
         outcome = task_outcome(exc)
         if outcome is None:  # pragma: no cover - NodeError is in the table
             raise exc
-        if outcome.state is Outcome.INPUT_REQUIRED and isinstance(exc, NeedsInput):
+        if outcome.state is Outcome.INPUT_REQUIRED and isinstance(exc, InputNeeded):
             parts = [Part(text=str(exc)), _data_part(exc.to_data())]
             await updater.requires_input(updater.new_agent_message(parts))
         elif outcome.state is Outcome.REJECTED:

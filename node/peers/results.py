@@ -1,8 +1,13 @@
 """Turn a peer's answer (a finished Task or a direct Message) into a tool result.
 
-- one artifact holding one data part → that data;
+A direct Message and a Task's single artifact read alike (:func:`parts_result`):
+
+- one data part (beside any text parts, which describe it) → that data;
 - only text parts → the texts joined by newlines;
-- anything else → ``[{"name": artifact name, "parts": [part as JSON]}, ...]``.
+- anything else → the parts as JSON; several artifacts that are not all text →
+  ``[{"name": artifact name, "parts": [part as JSON]}, ...]``.
+
+A completed Task without artifacts → the text of its final status message.
 
 ``google.protobuf.Value`` stores every number as a double, so whole numbers come back as ints.
 """
@@ -47,12 +52,8 @@ def task_result(artifacts: Sequence[Artifact], status_message: Message | None) -
     """The result of a completed task: its artifacts, else its final status message's text."""
     if not artifacts:
         return message_text(status_message) if status_message is not None else ""
-    if (
-        len(artifacts) == 1
-        and len(artifacts[0].parts) == 1
-        and artifacts[0].parts[0].HasField("data")
-    ):
-        return normalise_numbers(MessageToDict(artifacts[0].parts[0].data))
+    if len(artifacts) == 1:
+        return parts_result(artifacts[0].parts)
     parts = [p for a in artifacts for p in a.parts]
     if parts and all(p.HasField("text") for p in parts):
         return "\n".join(p.text for p in parts)

@@ -2,7 +2,8 @@
 
 Each skill is one weighted bag of terms: its id and name (×3), tags (×2), description and
 ``examples`` (×1). A term is a lower-cased word (or an arithmetic operator) with English stop words
-dropped, Snowball-stemmed and cut to six characters (so "summarize" and "summary" meet). A text is
+dropped, Snowball-stemmed and cut to six characters (so "summarize" and "summary" meet); every URL
+is the term "url" and every number "0" (their shape matters, not their value). A text is
 scored against every skill with Okapi BM25 (k1 = 1.2, b = 0.75), then normalised to 0–1 by the most
 any skill could score for the text's known terms (terms no skill uses count for nothing):
 
@@ -33,6 +34,8 @@ MAX_ROUTED_CHARS = 1000
 K1 = 1.2
 B = 0.75
 _STEM_CHARS = 6
+_URL = re.compile(r"\b(?:https?|ftp)://\S+", re.IGNORECASE)
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
 _WORD = re.compile(r"[^\W_]+|[+*/^%]")
 _STOP = frozenset(
     """a about after all also am an and any are as at be been by can could do does for from get
@@ -44,8 +47,9 @@ _stemmer = snowballstemmer.stemmer("english")
 
 
 def terms(text: str) -> list[str]:
-    """The routing terms of ``text``, in order (duplicates kept)."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+    """The routing terms of ``text``, in order (duplicates kept); a URL is "url", a number "0"."""
+    text = _NUMBER.sub(" 0 ", _URL.sub(" url ", text.lower()))
+    words = [w for w in _WORD.findall(text) if w not in _STOP]
     return [stem[:_STEM_CHARS] for stem in _stemmer.stemWords(words)]
 
 

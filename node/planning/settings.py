@@ -83,13 +83,14 @@ class RoutingSettings(BaseModel):
         default=True, description="Route plain text to the best-matching skill (no model)."
     )
     threshold: float = Field(
-        default=0.5,
+        default=0.3,
         ge=0.0,
         le=1.0,
-        description="Lowest normalised score (0–1) at which the router runs its best skill.",
+        description="Lowest normalised score (0–1) at which the router runs its best skill "
+        "(bench/RESULTS.md: precision and recall on a labelled set for several values).",
     )
     margin: float = Field(
-        default=0.15,
+        default=0.2,
         ge=0.0,
         lt=1.0,
         description="How far (a share of its score) the best skill must lead the runner-up.",

@@ -4,8 +4,9 @@
   exactly as if it had come as a data part. Text that starts with ``{`` and names one of those keys
   but is not valid JSON is a mistake worth a clear answer, not free text.
 - A skill takes text when it has exactly one *required* parameter and that parameter is a string
-  (optional ones keep their defaults). A URL parameter (``format: uri`` or named ``url``) takes
-  the first http(s) URL in the text when there is one, so "fetch https://x.org/" works.
+  (optional ones keep their defaults), or a list of numbers. A URL parameter (``format: uri`` or
+  named ``url``) takes the first http(s) URL in the text when there is one, so
+  "fetch https://x.org/" works; a list of numbers takes the numbers written in the text.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ CALL_KEYS = frozenset({"skill", "tool", "calls"})
 _LOOKS_LIKE_CALL = re.compile(r"""["']?(skill|tool|calls)["']?\s*:""")
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
 _URL_TRAILING = ".,;:!?)]}"
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])")
 
 
 class InvalidRequest(PlanningError):
@@ -65,18 +67,35 @@ def json_call(text: str) -> dict[str, Any] | None:
     return None
 
 
+def _numbers_schema(schema: Any) -> bool:
+    items = schema.get("items") if isinstance(schema, dict) else None
+    return (
+        schema.get("type") == "array"
+        and isinstance(items, dict)
+        and items.get("type") in ("number", "integer")
+    )
+
+
 def text_parameter(tool: Tool) -> str | None:
-    """The one required string parameter of ``tool``, or None when it has not exactly one."""
+    """The one required parameter text can fill (a string or a list of numbers), or None."""
     required = list(tool.parameters.get("required", []))
     if len(required) != 1:
         return None
     schema = tool.parameters.get("properties", {}).get(required[0], {})
-    return str(required[0]) if isinstance(schema, dict) and schema.get("type") == "string" else None
+    if isinstance(schema, dict) and (schema.get("type") == "string" or _numbers_schema(schema)):
+        return str(required[0])
+    return None
 
 
 def text_arguments(tool: Tool, name: str, text: str) -> dict[str, Any]:
-    """``{name: value}`` for ``text``: the first URL for a URL parameter, else the whole text."""
+    """``{name: value}`` for ``text``: the first URL for a URL parameter, the numbers for a list
+    of numbers (none found: the parameter is left out, so the caller is asked for it), else the
+    whole text."""
     schema = tool.parameters.get("properties", {}).get(name, {})
+    if _numbers_schema(schema):
+        found = [float(n) for n in _NUMBER.findall(text)]
+        numbers = [int(n) if n.is_integer() and abs(n) < 2**53 else n for n in found]
+        return {name: numbers} if numbers else {}
     if name == "url" or (isinstance(schema, dict) and schema.get("format") in ("uri", "url")):
         found = _URL.search(text)
         if found:

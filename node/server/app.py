@@ -26,7 +26,6 @@ from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
 from node.executor import ExecutorSettings, NodeExecutor, NodeServices
-from node.mcp.endpoint import MCP_PATH, mcp_endpoint_for
 from node.server import sdk_tuning
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
@@ -112,6 +111,7 @@ def build_node_app(
             task_cost_budget=card.limits.task_cost_budget,
             anonymous_capabilities=frozenset(card.auth.anonymous_capabilities),
             planner=card.planner,
+            routing=card.routing,
             services=services,
         ),
     )
@@ -134,8 +134,6 @@ def build_node_app(
             max_message_bytes=card.limits.max_body_bytes,
         )
 
-    mcp = mcp_endpoint_for(card, handler, node_tools.skills, public_url)  # /mcp, when enabled
-
     async def card_now(_: AgentCard) -> AgentCard:
         return current_card()
 
@@ -143,11 +141,7 @@ def build_node_app(
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
-            node_tools.mcp.start()  # one supervisor task per MCP server; nothing waits for them
-            stack.push_async_callback(node_tools.mcp.aclose)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
-            if mcp is not None:  # MCP sessions end before the handler closes
-                await stack.enter_async_context(mcp.open())
             if grpc is not None:
                 await grpc.start()  # on this loop; stops taking calls before the handler closes
                 stack.push_async_callback(grpc.stop)
@@ -164,10 +158,9 @@ def build_node_app(
 
     async def readyz(_: Request) -> JSONResponse:
         ready = state.ready
-        body: dict[str, object] = {"ready": ready, "agent_id": card.id}
-        if node_tools.mcp.links:  # informative: a server that is down never makes the node unready
-            body["mcp_servers"] = node_tools.mcp.states()
-        return JSONResponse(body, status_code=200 if ready else 503)
+        return JSONResponse(
+            {"ready": ready, "agent_id": card.id}, status_code=200 if ready else 503
+        )
 
     v0_3 = card.server.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
     app = Starlette(
@@ -175,7 +168,6 @@ def build_node_app(
             agent_card_route(current_card(), card_now, card.server.card_cache_s),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-            *([Route(MCP_PATH, mcp)] if mcp is not None else []),
             *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v0_3),
             Mount(
                 REST_PREFIX,

@@ -8,10 +8,10 @@ import pytest
 
 from node.planning.direct import (
     InvalidRequest,
-    is_free_text,
     NeedsInput,
     NoSkillNamed,
     UnknownSkill,
+    is_free_text,
     plan_request,
 )
 from node.planning.request import Request, parse_request

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import ClassVar
 
@@ -80,7 +81,9 @@ async def test_streamed_send_reports_the_lifecycle_in_order(node_url, http, bind
     assert "artifact_update" in kinds
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
     assert kinds.index("artifact_update") < len(kinds) - 1
-    assert progress == ["calling text_stats (1/1)"]
+    # the working update says what runs; the completed one carries the result as text
+    assert progress[0] == "calling text_stats (1/1)"
+    assert len(progress) == 2 and json.loads(progress[1])["words"] == 3
 
 
 async def test_a_batch_reports_each_call_started_and_each_but_the_last_finished(node_url, http):
@@ -96,6 +99,7 @@ async def test_a_batch_reports_each_call_started_and_each_but_the_last_finished(
         p.text
         async for event in client.send_message(request)
         if event.HasField("status_update")
+        and event.status_update.status.state == TaskState.TASK_STATE_WORKING
         for p in event.status_update.status.message.parts
         if p.text
     ]
@@ -172,12 +176,12 @@ async def test_a_batch_of_calls_returns_one_artifact_per_call_in_order(node_url,
     assert artifacts_of(task) == {"calculate": [2], "json_query": [5]}
 
 
-async def test_a_message_naming_no_skill_is_told_which_skills_exist(node_url, http):
+async def test_a_message_matching_no_skill_is_offered_skills_to_choose(node_url, http):
     client = await make_client(http, node_url)
     task = await send(client, text_message("hello"))
-    assert task.status.state == TaskState.TASK_STATE_REJECTED
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     text = status_text(task)
-    assert "calculate" in text and "skill" in text
+    assert "No skill matches" in text and "metadata.skill" in text
 
 
 async def test_tool_failure_fails_the_task_with_a_readable_reason(node_url, http):
