@@ -69,7 +69,15 @@ def load_nodes(root: Path = ROOT) -> tuple[dict[str, Any], list[dict[str, Any]]]
         port = card.get("server", {}).get("port")
         if port != entry["port"]:
             raise SystemExit(f"{path.name}: server.port {port} but local.yaml says {entry['port']}")
-        nodes.append({"id": card["id"], "port": port, "card_path": path, "card_text": text})
+        nodes.append(
+            {
+                "id": card["id"],
+                "port": port,
+                "grpc_port": entry.get("grpc_port"),
+                "card_path": path,
+                "card_text": text,
+            }
+        )
     listed = {n["card_path"].stem for n in nodes}
     for card_file in sorted((root / "cards").glob("*.yaml")):
         if card_file.stem not in listed and card_file.stem not in EXCLUDED:
@@ -84,6 +92,11 @@ def _probe(port: int, path: str = "/healthz") -> list[str]:
     return ["CMD", "python", "-c", code]
 
 
+def _ports(node: dict[str, Any]) -> list[int]:
+    """A node's HTTP port, then its gRPC port when it serves gRPC."""
+    return [node["port"], *([node["grpc_port"]] if node["grpc_port"] else [])]
+
+
 def node_args(node: dict[str, Any], registry_port: int, store: str) -> list[str]:
     """The ``a2a-node`` arguments of a node in a container (auth is the card's; see header)."""
     nid, port = node["id"], str(node["port"])
@@ -93,6 +106,7 @@ def node_args(node: dict[str, Any], registry_port: int, store: str) -> list[str]
         "--registry", f"http://registry:{registry_port}", "--registry-token-env", TOKEN_ENV,
         "--data-dir", "/var/lib/a2a-node", "--insecure",
         *[arg for cidr in PRIVATE_CIDRS for arg in ("--peer-allow-cidr", cidr)],
+        *(["--grpc-port", str(node["grpc_port"])] if node["grpc_port"] else []),
     ]  # fmt: skip
 
 
@@ -154,7 +168,7 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
             "command": node_args(node, reg_port, f"postgresql://{pg}/{_db_name(nid)}"),
             "environment": {**token, "A2A_NODE_REDIS_URL": "redis://redis:6379/0"},
             "volumes": [f"../cards/{node['card_path'].name}:{CARD_DIR}/{nid}.yaml:ro"],
-            "ports": [f"127.0.0.1:{port}:{port}"],
+            "ports": [f"127.0.0.1:{p}:{p}" for p in _ports(node)],
             "depends_on": {"registry": healthy, "postgres": healthy, "redis": healthy},
             "healthcheck": {"test": _probe(port), "interval": "5s", "start_period": "20s"},
         }
@@ -193,7 +207,12 @@ def _env_secret(name: str, key: str) -> dict[str, Any]:
 
 
 def _deployment(
-    name: str, args: list[str], port: int, env: list[dict[str, Any]], card: str | None = None
+    name: str,
+    args: list[str],
+    port: int,
+    env: list[dict[str, Any]],
+    card: str | None = None,
+    grpc_port: int | None = None,
 ) -> dict[str, Any]:
     """One replica; ``card`` (the card's text) is mounted from ConfigMap ``<name>-card``."""
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/a2a-node"}]
@@ -211,7 +230,10 @@ def _deployment(
         "image": IMAGE,
         "args": args,
         "env": env,
-        "ports": [{"name": "http", "containerPort": port}],
+        "ports": [
+            {"name": "http", "containerPort": port},
+            *([{"name": "grpc", "containerPort": grpc_port}] if grpc_port else []),
+        ],
         "readinessProbe": {"httpGet": {"path": "/readyz" if card else "/healthz", "port": "http"}},
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
         "volumeMounts": mounts,
@@ -235,14 +257,17 @@ def _deployment(
     }
 
 
-def _service(name: str, port: int) -> dict[str, Any]:
+def _service(name: str, port: int, grpc_port: int | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "labels": _labels(name)},
         "spec": {
             "selector": _labels(name),
-            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+            "ports": [
+                {"name": "http", "port": port, "targetPort": "http"},
+                *([{"name": "grpc", "port": grpc_port, "targetPort": "grpc"}] if grpc_port else []),
+            ],
         },
     }
 
@@ -257,8 +282,9 @@ def k8s_node(node: dict[str, Any], registry_port: int) -> str:
     }
     env = [_env_secret(TOKEN_ENV, "registry-token"), _env_secret("A2A_NODE_STORE", f"store-{nid}")]
     args = node_args(node, registry_port, "$(A2A_NODE_STORE)")
-    deployment = _deployment(nid, args, port, env, text)
-    return HEADER + dump(configmap, deployment, _service(nid, port))
+    grpc_port = node["grpc_port"]
+    deployment = _deployment(nid, args, port, env, text, grpc_port)
+    return HEADER + dump(configmap, deployment, _service(nid, port, grpc_port))
 
 
 def k8s_registry(port: int) -> str:

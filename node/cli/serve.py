@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -98,14 +99,14 @@ def _with_overrides(card: Any, args: argparse.Namespace) -> Any:
 class _AnnouncingServer(uvicorn.Server):
     """A uvicorn server that prints one line once it listens."""
 
-    def __init__(self, config: uvicorn.Config, banner: str) -> None:
+    def __init__(self, config: uvicorn.Config, banner: Callable[[], str]) -> None:
         super().__init__(config)
         self._banner = banner
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
-            print(self._banner, flush=True)
+            print(self._banner(), flush=True)  # after the lifespan: the gRPC port is bound
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -115,12 +116,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     card = _with_overrides(load_card(args.card), args)
     host = args.host or card.server.host
     port = card.server.port if args.port is None else args.port
+    grpc_port = card.server.grpc_port if args.grpc_port is None else args.grpc_port
+    if grpc_port is not None and not 0 <= grpc_port <= 65535:
+        raise CliError(f"--grpc-port {grpc_port}: not a port (0 picks a free one)")
+    server = card.server.model_copy(update={"host": host, "grpc_port": grpc_port})
+    card = card.model_copy(update={"server": server})  # gRPC binds the same host
     if not is_loopback(host) and not card.auth.enabled and not args.insecure:
         raise CliError(
             f"refusing to bind {host} with auth off; configure auth in the card or pass --insecure"
         )
     check_tool_names(card, discover_tools())  # the names, with a did-you-mean, before anything
     from node.server.app import build_node_app
+    from node.server.grpc_binding import grpc_address
     from node.server.serve import make_server
 
     listening = http_url(host, port)
@@ -135,10 +142,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = make_server(guard, host, port, log_level=args.log_level).config
     logging.getLogger("uvicorn.error").addFilter(_DropStartupFailed(guard))
     where = public_url if public_url == listening else f"{public_url} (listening on {listening})"
-    banner = (
-        f"a2a-node: serving {card.id} ({card.name}) at {where}; "
-        f"card: {public_url}/.well-known/agent-card.json"
-    )
+    state = app.state.node
+
+    def banner() -> str:
+        grpc = f"; gRPC: {grpc_address(public_url, state.grpc.port)}" if state.grpc else ""
+        return (
+            f"a2a-node: serving {card.id} ({card.name}) at {where}; "
+            f"card: {public_url}/.well-known/agent-card.json{grpc}"
+        )
+
     try:
         asyncio.run(_AnnouncingServer(config, banner).serve())
     except SystemExit:  # uvicorn exits when the start-up fails or the port is taken
@@ -163,6 +175,12 @@ def add_serve_command(sub: Any) -> None:
     p.add_argument("card", help="the card file (cards/*.yaml)")
     p.add_argument("--host", help="address to bind (default: the card's server.host)")
     p.add_argument("--port", type=int, help="port to bind (default: the card's server.port)")
+    p.add_argument(
+        "--grpc-port",
+        type=int,
+        help="also serve A2A over gRPC on this port, 0 for a free one (default: the card's "
+        "server.grpc_port; unset: no gRPC)",
+    )
     p.add_argument("--data-dir", help="where the task store and workspace live (default: card's)")
     p.add_argument(
         "--store", help="task store: memory | sqlite | sqlite:///path.db | postgresql://…"

@@ -68,6 +68,7 @@ class Member:
     ready_path: str
     restart: bool
     agent_id: str | None = None  # nodes: the id they register under
+    grpc_port: int | None = None  # nodes serving gRPC too
     restarts: int = 0
     gave_up: bool = False
     crashes: list[int] = field(default_factory=list)
@@ -164,7 +165,11 @@ class Network:
             argv += ["--allow-cidr", cidr]
         if node.store:
             argv += ["--store", node.store]
-        return Member(child(name, argv), _url(node.port), "/readyz", node.restart, card.id)
+        if node.grpc_port is not None:
+            argv += ["--grpc-port", str(node.grpc_port)]
+        return Member(
+            child(name, argv), _url(node.port), "/readyz", node.restart, card.id, node.grpc_port
+        )
 
     # -- start ------------------------------------------------------------------------------
 
@@ -174,9 +179,13 @@ class Network:
         Raises :class:`LaunchError` (after stopping what it started) when a port is taken, a
         child exits for good, or ``startup_timeout_s`` passes.
         """
-        taken = [m for m in self.members if not _port_free(int(m.url.rsplit(":", 1)[1]))]
+        wanted = [(m.url, m.child.name) for m in self.members]
+        wanted += [
+            (f"{HOST}:{m.grpc_port}", f"{m.child.name} gRPC") for m in self.nodes if m.grpc_port
+        ]
+        taken = [(at, what) for at, what in wanted if not _port_free(int(at.rsplit(":", 1)[1]))]
         if taken:
-            ports = ", ".join(f"{m.url} ({m.child.name})" for m in taken)
+            ports = ", ".join(f"{at} ({what})" for at, what in taken)
             raise LaunchError(f"already in use on this machine: {ports}")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_token()

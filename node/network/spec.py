@@ -3,7 +3,7 @@
     registry: {port: 8090, db: registry.db, ttl_s: 30}
     site: {port: 8099, dir: site}          # optional; served by ``python -m http.server``
     nodes:
-      - {card: ../cards/web.yaml, port: 8101, allow_cidrs: [127.0.0.0/8], restart: true}
+      - {card: ../cards/web.yaml, port: 8101, grpc_port: 9101, allow_cidrs: [127.0.0.0/8]}
     example: "a2a-node send {coordinator} --skill page_report --arg url={site}/"
 
 Card and site paths are relative to the YAML file; the registry's ``db`` is relative to the run
@@ -52,6 +52,8 @@ class SiteSpec(_Spec):
 class NodeSpec(_Spec):
     card: str
     port: int = Field(ge=1, le=65535)
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    """``--grpc-port``: also serve A2A over gRPC on this port (default: the card's, if any)."""
     name: str | None = None
     """Shown in the table and used for the log file (default: the card's id)."""
     allow_cidrs: list[str] = Field(default_factory=list)
@@ -83,6 +85,7 @@ class NetworkSpec(_Spec):
     @model_validator(mode="after")
     def _distinct_ports(self) -> Self:
         ports = [self.registry.port, *(n.port for n in self.nodes)]
+        ports += [n.grpc_port for n in self.nodes if n.grpc_port is not None]
         if self.site is not None:
             ports.append(self.site.port)
         dupes = sorted({p for p in ports if ports.count(p) > 1})

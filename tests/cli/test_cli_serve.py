@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 import socket
 
+import grpc
+import grpc.aio
+import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types import SendMessageRequest
 
 from node.card import load_card
+from node.client import artifacts_of, skill_message, status_text
 from node.registry import RegistrySettings
 from node.registry.app import build_registry_app
 from node.server.app import build_node_app
@@ -86,3 +92,38 @@ async def test_serve_refuses_an_unknown_tool_with_a_suggestion(tmp_path):
     code, out, err = await cli("serve", str(card), "--port", str(free_port()))
     assert (code, out) == (2, "")
     assert "unknown tool 'calculat' (did you mean 'calculate'?)" in err
+
+
+async def test_serve_grpc_port_serves_the_sdk_grpc_client(tmp_path):
+    port = free_port()
+    args = ("serve", DATA_CARD, "--port", str(port), "--grpc-port", "0")
+    async with running(*args, "--data-dir", str(tmp_path)) as node:
+        line = await node.wait_for_line("serving")
+        address = line.rsplit("; gRPC: ", 1)[1].strip()
+        assert address.startswith("127.0.0.1:") and not address.endswith(":0")
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            card = await A2ACardResolver(http, f"http://127.0.0.1:{port}").get_agent_card()
+        assert ("GRPC", address) in {(i.protocol_binding, i.url) for i in card.supported_interfaces}
+        config = ClientConfig(
+            streaming=False,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+        async with ClientFactory(config).create(card) as client:
+            message = skill_message("calculate", {"expression": "2+2"})
+            events = [e async for e in client.send_message(SendMessageRequest(message=message))]
+    task = events[-1].task
+    assert artifacts_of(task) == {"calculate": [4]}, status_text(task)
+
+
+async def test_a_taken_grpc_port_is_one_line_and_exit_2(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        grpc_port = taken.getsockname()[1]
+        code, out, err = await cli(
+            "serve", DATA_CARD, "--port", str(free_port()), "--grpc-port", str(grpc_port),
+            "--data-dir", str(tmp_path),
+        )  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err == f"a2a-node: cannot serve gRPC on 127.0.0.1:{grpc_port}: the port is in use\n"

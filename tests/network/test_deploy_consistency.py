@@ -30,6 +30,7 @@ GEN = _generator()
 NODES = {  # card id → (port, card file)
     load_card(DEPLOY / n.card).id: (n.port, (DEPLOY / n.card).resolve()) for n in SPEC.nodes
 }
+GRPC = {load_card(DEPLOY / n.card).id: n.grpc_port for n in SPEC.nodes}  # card id → gRPC port
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -64,6 +65,14 @@ def test_local_yaml_ports_match_the_cards(node_id: str) -> None:
     assert card_file.stem == node_id
 
 
+def test_every_node_serves_grpc_on_a_port_of_its_own() -> None:
+    assert all(GRPC.values())
+    http = [SPEC.registry.port, *(p for p, _ in NODES.values())]
+    assert SPEC.site is not None
+    ports = [*http, SPEC.site.port, *GRPC.values()]
+    assert len(set(ports)) == len(ports)
+
+
 def test_local_network_has_its_demo_site_and_web_may_reach_it() -> None:
     assert SPEC.site is not None
     assert len(list((DEPLOY / SPEC.site.dir).glob("*.html"))) >= 2
@@ -80,7 +89,9 @@ def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
     assert command[command.index("--port") + 1] == str(port)
     assert command[command.index("--registry") + 1] == f"http://registry:{SPEC.registry.port}"
     assert service["volumes"] == [f"../cards/{card_file.name}:{GEN.CARD_DIR}/{node_id}.yaml:ro"]
-    assert service["ports"] == [f"127.0.0.1:{port}:{port}"]
+    grpc = GRPC[node_id]
+    assert service["ports"] == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{grpc}:{grpc}"]
+    assert command[command.index("--grpc-port") + 1] == str(grpc)
     assert f"127.0.0.1:{port}/healthz" in service["healthcheck"]["test"][-1]
     assert (DEPLOY / service["build"]["dockerfile"].removeprefix("deploy/")).is_file()
     assert service["environment"][GEN.TOKEN_ENV].startswith("${" + GEN.TOKEN_ENV)
@@ -106,14 +117,19 @@ def test_k8s_has_a_configmap_deployment_and_service_per_card(node_id: str) -> No
     (container,) = pod["spec"]["containers"]
     assert container["args"][:2] == ["serve", f"{GEN.CARD_DIR}/{node_id}.yaml"]
     assert container["args"][container["args"].index("--port") + 1] == str(port)
-    assert container["ports"] == [{"name": "http", "containerPort": port}]
+    grpc = GRPC[node_id]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": port},
+        {"name": "grpc", "containerPort": grpc},
+    ]
+    assert container["args"][container["args"].index("--grpc-port") + 1] == str(grpc)
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["card"]["configMap"]["name"] == f"{node_id}-card"
     assert (
         deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     )
     service = K8S[("Service", node_id)]
-    assert service["spec"]["ports"][0]["port"] == port
+    assert [p["port"] for p in service["spec"]["ports"]] == [port, grpc]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 

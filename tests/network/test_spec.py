@@ -27,6 +27,12 @@ def test_ports_used_twice_are_refused(tmp_path: Path) -> None:
         load_spec(path)
 
 
+def test_a_grpc_port_may_not_be_another_port(tmp_path: Path) -> None:
+    text = "registry: {port: 9000}\nnodes: [{card: a.yaml, port: 9001, grpc_port: 9000}]\n"
+    with pytest.raises(ConfigError, match="ports used twice: 9000"):
+        load_spec(_write(tmp_path, text))
+
+
 def test_errors_name_the_file_and_the_yaml_path(tmp_path: Path) -> None:
     path = _write(tmp_path, "registry: {port: 9000}\nnodes: [{card: a.yaml, port: 9001, x: 1}]\n")
     with pytest.raises(ConfigError, match=r"net\.yaml: nodes\.0\.x: Extra inputs"):
@@ -49,6 +55,7 @@ def test_children_get_the_token_through_the_environment_only(tmp_path: Path) -> 
     assert web[web.index("--allow-cidr") + 1] == "127.0.0.0/8"
     assert web[web.index("--registry") + 1] == "http://127.0.0.1:8090"
     assert web[web.index("--data-dir") + 1] == str(tmp_path / "web")
+    assert web[web.index("--grpc-port") + 1] == "9101"
 
 
 def test_a_table_aligns_its_columns() -> None:

@@ -8,6 +8,7 @@ import shlex
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from netsupport import (
@@ -29,11 +30,13 @@ from node.network.launcher import TOKEN_ENV
 pytestmark = pytest.mark.network
 
 
-def _spec(tmp_path: Path, reg: int, site: int, data: int) -> Path:
+def _spec(tmp_path: Path, reg: int, site: int, data: int, grpc: int) -> Path:
     spec = {
         "registry": {"port": reg, "ttl_s": 5},
         "site": {"port": site, "dir": str(ROOT / "deploy" / "site")},
-        "nodes": [{"card": str(CARDS / "data.yaml"), "port": data, "restart": True}],
+        "nodes": [
+            {"card": str(CARDS / "data.yaml"), "port": data, "grpc_port": grpc, "restart": True}
+        ],
         "restart": {"backoff_initial_s": 0.1},
         "startup_timeout_s": 30,
         "example": "a2a-node send {data} --skill calculate --arg expression=6*7",
@@ -49,9 +52,9 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: Path) -> None:
-    reg, site, data = ports = free_ports(3)
+    reg, site, data, grpc = ports = free_ports(4)
     run_dir = tmp_path / "run"
-    argv = [*CLI, "up", str(_spec(tmp_path, reg, site, data)), "--run-dir", str(run_dir)]
+    argv = [*CLI, "up", str(_spec(tmp_path, reg, site, data, grpc)), "--run-dir", str(run_dir)]
     up = Child("up", argv, tmp_path / "up.log")
     await up.start()
     seen: set[int] = set()
@@ -72,6 +75,12 @@ async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: 
         seen |= set(children)
         assert "data" in await agents(f"http://127.0.0.1:{reg}", healthy="true")
         assert await answers(f"http://127.0.0.1:{site}/")
+        card = httpx.get(f"http://127.0.0.1:{data}/.well-known/agent-card.json").json()
+        assert {
+            "url": f"127.0.0.1:{grpc}",
+            "protocolBinding": "GRPC",
+            "protocolVersion": "1.0",
+        } in (card["supportedInterfaces"])
 
         token = next(t for pid in children if (t := _environ(pid).get(TOKEN_ENV)))
         assert token not in out  # never printed, not even in part
@@ -141,11 +150,14 @@ def _cmdline(pid: int) -> list[str]:
 async def test_up_refuses_a_port_in_use_and_starts_nothing(tmp_path: Path) -> None:
     import socket
 
-    reg, site, data = free_ports(3)
-    with socket.socket() as taken:
+    reg, site, data, grpc = free_ports(4)
+    with socket.socket() as taken, socket.socket() as taken_grpc:
         taken.bind(("127.0.0.1", site))
         taken.listen()
-        argv = [*CLI, "up", str(_spec(tmp_path, reg, site, data)), "--run-dir", str(tmp_path)]
+        taken_grpc.bind(("127.0.0.1", grpc))
+        taken_grpc.listen()
+        spec = _spec(tmp_path, reg, site, data, grpc)
+        argv = [*CLI, "up", str(spec), "--run-dir", str(tmp_path)]
         up = Child("up", argv, tmp_path / "up.log")
         await up.start()
         try:
@@ -153,5 +165,8 @@ async def test_up_refuses_a_port_in_use_and_starts_nothing(tmp_path: Path) -> No
         finally:
             await up.stop()
     out = up.log_path.read_text()
-    assert f"already in use on this machine: http://127.0.0.1:{site} (site)" in out
+    assert (
+        f"already in use on this machine: http://127.0.0.1:{site} (site), "
+        f"127.0.0.1:{grpc} (data gRPC)"
+    ) in out
     assert not list(tmp_path.glob("registry.log"))
