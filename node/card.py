@@ -153,29 +153,6 @@ class NetworkPolicy(_Model):
     allow_cidrs: list[str] = Field(default_factory=list)
 
 
-class PushSettings(_Model):
-    """Push notifications: webhooks per task, delivered in the background (never slowing it).
-
-    Webhook URLs pass the same SSRF guard as ``http_fetch`` (``network.allow_cidrs`` included),
-    when a config is created and again at each delivery.
-    """
-
-    enabled: bool = Field(default=True, description="Off: push configs are refused (-32003).")
-    timeout_s: float = Field(default=10.0, gt=0, le=120, description="Bound of one delivery.")
-    max_attempts: int = Field(default=5, ge=1, le=20, description="Tries per event and webhook.")
-    backoff_s: float = Field(default=0.5, gt=0, description="First wait between tries (doubles).")
-    max_backoff_s: float = Field(default=30.0, gt=0, description="Longest wait between tries.")
-    concurrency: int = Field(default=16, ge=1, le=256, description="Deliveries in flight.")
-    max_pending: int = Field(
-        default=10_000,
-        ge=1,
-        description="Events waiting for delivery; beyond, new ones are dropped.",
-    )
-    shutdown_grace_s: float = Field(
-        default=5.0, ge=0, description="How long shutdown waits for pending deliveries."
-    )
-
-
 class WorkspaceSettings(_Model):
     root: str = "workspace"  # relative to the data directory
     read_roots: list[str] = Field(default_factory=list)
@@ -244,7 +221,6 @@ class NodeCard(_Model):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: Limits = Field(default_factory=Limits)
     network: NetworkPolicy = Field(default_factory=NetworkPolicy)
-    push: PushSettings = Field(default_factory=PushSettings)
     workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
     peers: PeersSettings = Field(default_factory=PeersSettings)
 

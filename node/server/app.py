@@ -34,7 +34,6 @@ from node.server.card_route import agent_card_route
 from node.server.grpc_binding import GrpcBinding, grpc_address
 from node.server.http_guards import BodyGuard
 from node.server.lean_path import lean_path_enabled
-from node.server.push import NodePush, build_push
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.server.v0_3 import v0_3_rest_routes
@@ -53,7 +52,6 @@ class NodeState:
     tools: NodeTools
     runtime: NodeRuntime | None = None
     grpc: GrpcBinding | None = None  # when the card sets server.grpc_port
-    push: NodePush | None = None  # unless the card sets push.enabled: false
 
     @property
     def ready(self) -> bool:
@@ -94,7 +92,11 @@ def build_node_app(
                 {
                     "for": key,
                     "card": build_agent_card(
-                        card, node_tools.skill_specs(), public_url, grpc_address=address
+                        card,
+                        node_tools.skill_specs(),
+                        public_url,
+                        grpc_address=address,
+                        grpc_v0_3=card.server.a2a_v0_3,
                     ),
                 }
             )
@@ -118,7 +120,6 @@ def build_node_app(
         ),
     )
     task_store = open_task_store(store or card.server.store, data_dir)
-    push = state.push = build_push(card, task_store)  # configs beside the tasks
     handler = NodeRequestHandler(
         agent_executor=executor,
         task_store=task_store,
@@ -126,7 +127,6 @@ def build_node_app(
         interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
         send_window_s=card.limits.send_window_s,
         lean_path=lean_path_enabled(card.server.lean_path),
-        **(push.handler_kwargs() if push is not None else {}),
     )
 
     if card.server.grpc_port is not None:
@@ -136,6 +136,7 @@ def build_node_app(
             port=card.server.grpc_port,
             auth=card.auth,
             max_message_bytes=card.limits.max_body_bytes,
+            v0_3=card.server.a2a_v0_3,
         )
 
     async def card_now(_: AgentCard) -> AgentCard:
@@ -145,8 +146,6 @@ def build_node_app(
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
-            if push is not None:  # the dispatcher closes after the handler's tasks have ended
-                await push.open(stack)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
             if grpc is not None:
                 await grpc.start()  # on this loop; stops taking calls before the handler closes

@@ -28,7 +28,9 @@ calls, streams per connection and idle connections are bounded (constants below)
 from __future__ import annotations
 
 import contextvars
+import errno
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -176,6 +178,23 @@ def _checked(handler: grpc.RpcMethodHandler, abort: _Abort) -> grpc.RpcMethodHan
     return grpc.unary_unary_rpc_method_handler(checked, **serializers)
 
 
+def _taken(host: str, port: int) -> bool:
+    """Whether a listening socket already holds ``host:port`` (any of its addresses)."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return False  # gRPC reports the name itself
+    for family, kind, proto, _, where in found:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(where)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
 class GrpcBinding:
     """A node's gRPC server: started and stopped by the node's lifespan."""
 
@@ -224,13 +243,16 @@ class GrpcBinding:
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port. ``ConfigError`` when the port is taken."""
-        server = self._make_server()
         address = f"{url_host(self.host)}:{self._configured_port}"
+        in_use = ConfigError(f"cannot serve gRPC on {address}: the port is in use")
+        if self._configured_port and _taken(self.host, self._configured_port):
+            raise in_use  # said here, before gRPC's core logs its own line about it
+        server = self._make_server()
         try:
             port: int = server.add_insecure_port(address)
         except RuntimeError as exc:
             await server.stop(None)
-            raise ConfigError(f"cannot serve gRPC on {address}: the port is in use") from exc
+            raise in_use from exc
         await server.start()
         self._server, self.port = server, port
         log.info("gRPC binding on %s", address)
