@@ -31,7 +31,7 @@ from pydantic import (
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
-from node.planning.settings import PlannerSettings, RoutingSettings
+from node.planning.settings import PlannerSettings
 from node.protocol import AGENT_ID_PATTERN
 from node.tooling.tool import TOOL_NAME_PATTERN, ToolPolicy
 
@@ -102,6 +102,57 @@ class DeclaredTool(_Model):
     def model_post_init(self, _context: Any) -> None:
         if (self.http is None) == (self.command is None):
             raise ValueError(f"tool {self.name!r}: declare exactly one of 'http' or 'command'")
+
+
+class McpToolRef(PolicyOverrides):
+    """Policy overrides for one tool of an MCP server, named as the server names it."""
+
+    name: str = Field(min_length=1, max_length=128)
+
+
+class McpServer(_Model):
+    """An MCP server whose tools become the node's: a command (stdio) or a URL (streamable HTTP).
+
+    Its tools are ``mcp_<name>_<tool>`` and internal unless ``tools`` makes one public.
+    Secrets go in ``env`` / ``headers`` as ``${VAR}``; they are never shown.
+    """
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,24}$")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    env_passthrough: list[str] = Field(
+        default_factory=list,
+        description="Names of the node's environment variables the server inherits (beside "
+        "HOME, PATH, USER, SHELL, TERM, LOGNAME).",
+    )
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    enabled_tools: list[str] | None = Field(
+        default=None, description="The server's tools to use (default: all)."
+    )
+    timeout_s: float = Field(default=30.0, gt=0, description="Default timeout of a call.")
+    connect_timeout_s: float = Field(default=15.0, gt=0)
+    protocol: Literal["auto", "legacy"] = Field(
+        default="auto", description="'legacy' skips the 2026 discovery probe (older servers)."
+    )
+    requires: list[str] = Field(default_factory=list, description="Capabilities for every tool.")
+    tools: list[McpToolRef] = Field(default_factory=list)
+
+    def model_post_init(self, _context: Any) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"mcp server {self.name!r}: give exactly one of 'command' or 'url'")
+        if self.url is not None and (self.args or self.env or self.cwd or self.env_passthrough):
+            raise ValueError(f"mcp server {self.name!r}: args, env and cwd need a 'command'")
+        if self.command is not None and self.headers:
+            raise ValueError(f"mcp server {self.name!r}: headers need a 'url'")
+
+
+class McpEndpoint(_Model):
+    """Serving the node's public skills as MCP tools over streamable HTTP at ``/mcp``."""
+
+    enabled: bool = False
 
 
 class Credential(_Model):
@@ -209,13 +260,7 @@ class NodeCard(_Model):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
     planner: PlannerSettings | None = Field(
         default=None,
-        description="Model endpoint for free-text requests; without it, plain text is routed "
-        "(see routing).",
-    )
-    routing: RoutingSettings = Field(
-        default_factory=RoutingSettings,
-        description="Plain text naming no skill, without a model: default_skill, else the skill "
-        "router (threshold, margin, candidates).",
+        description="Model endpoint for free-text requests; without it, requests name a skill.",
     )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
@@ -223,6 +268,8 @@ class NodeCard(_Model):
     network: NetworkPolicy = Field(default_factory=NetworkPolicy)
     workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
     peers: PeersSettings = Field(default_factory=PeersSettings)
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    mcp: McpEndpoint = Field(default_factory=McpEndpoint)
 
     @field_validator("tools")
     @classmethod
@@ -232,6 +279,15 @@ class NodeCard(_Model):
         if dupes:
             raise ValueError(f"tools listed twice: {', '.join(dupes)}")
         return tools
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _unique_mcp_servers(cls, servers: list[McpServer]) -> list[McpServer]:
+        names = [s.name for s in servers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"mcp servers listed twice: {', '.join(dupes)}")
+        return servers
 
     def tool_refs(self) -> list[ToolRef]:
         return [ToolRef(name=t) if isinstance(t, str) else t for t in self.tools]

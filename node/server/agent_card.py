@@ -87,7 +87,7 @@ def build_agent_card(
         ],
         capabilities=AgentCapabilities(
             streaming=True,
-            push_notifications=False,
+            push_notifications=card.push.enabled,
             extensions=[
                 AgentExtension(
                     uri=protocol.SKILL_SCHEMAS,

@@ -32,6 +32,7 @@ from node.server.assembly import NodeTools, assemble_tools
 from node.server.auth import CredentialBackend, on_auth_error
 from node.server.card_route import agent_card_route
 from node.server.grpc_binding import GrpcBinding, grpc_address
+from node.server.heap import freeze_startup_heap
 from node.server.http_guards import BodyGuard
 from node.server.lean_path import lean_path_enabled
 from node.server.request_handler import NodeRequestHandler
@@ -153,6 +154,7 @@ def build_node_app(
             services.http = runtime.http
             state.runtime = runtime
             runtime.ready = True
+            freeze_startup_heap()  # short full GC pauses from here on (node.server.heap)
             try:
                 yield {}
             finally:

@@ -2,8 +2,9 @@
 
 The card lists which tools to load (``tools:``), optionally overriding their policy, and declares
 schema-first tools (``declared_tools:``). These local tools are fixed once assembled (a
-:class:`Toolbox`); the peers' tools live in a :class:`PeerToolset` the peer directory refreshes.
-The node's catalog is both, local first. Public tools are the node's skills.
+:class:`Toolbox`); the peers' tools live in a :class:`PeerToolset` the peer directory refreshes,
+and the MCP servers' tools in an :class:`McpToolset` refreshed on each (re)connection.
+The node's catalog is all three, local first. Public tools are the node's skills.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from node.card import NodeCard, ToolRef
 from node.errors import ConfigError
+from node.mcp.toolset import McpToolset
 from node.peers.toolset import PeerToolset
 from node.pipeline import pipeline_tool
 from node.server.agent_card import SkillSpec
@@ -34,11 +36,12 @@ class NodeTools:
     peers: PeerToolset
     workspace: Workspace
     url_guard: UrlGuard
+    mcp: McpToolset = field(default_factory=lambda: McpToolset(()))
     catalog: CombinedCatalog = field(init=False)
     _skills: tuple[Hashable, Mapping[str, Tool]] = ((), {})
 
     def __post_init__(self) -> None:
-        self.catalog = CombinedCatalog(self.local, self.peers)
+        self.catalog = CombinedCatalog(self.local, self.mcp, self.peers)
         self._skills = (None, {})
 
     @property
@@ -99,9 +102,12 @@ def assemble_tools(card: NodeCard, data_dir: Path, extra_tools: Iterable[Tool] =
     tools.extend(declared_tool(spec.model_dump(exclude_none=True)) for spec in card.declared_tools)
     local = Toolbox(tools)
     peers = PeerToolset()
-    for pipeline in card.pipelines:  # each sees the local tools before it, and the peers'
-        local = local.extended([pipeline_tool(pipeline, local, peers)])
+    url_guard = UrlGuard(allow_cidrs=card.network.allow_cidrs)
+    mcp = McpToolset(card.mcp_servers, url_guard)
+    remote = CombinedCatalog(mcp, peers)  # tools that come and go
+    for pipeline in card.pipelines:  # each sees the local tools before it, MCP and peer tools
+        local = local.extended([pipeline_tool(pipeline, local, remote)])
     root = data_dir / card.workspace.root
     root.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(root, read_roots=card.workspace.read_roots)
-    return NodeTools(local, peers, workspace, UrlGuard(allow_cidrs=card.network.allow_cidrs))
+    return NodeTools(local, peers, workspace, url_guard, mcp)

@@ -8,7 +8,8 @@ optionally with ``enable_v0_3_compat``), or the SDK's ``GrpcHandler`` on a ``grp
 - ``"message"``: a direct Message: ``hello, <text>`` (plus ``{"received": data}`` when a data
   part came);
 - ``"task"``: a Task with one text artifact ``report: <text>``; text starting with ``fail`` fails
-  the task with the status message ``cannot do: <text>``;
+  the task with the status message ``cannot do: <text>``; text starting with ``slow`` keeps the
+  task working until it is cancelled (at most 10 s);
 - ``"status"``: a Task completed with only a status message ``done: <text>`` (no artifact).
 
 Every request is recorded in a :class:`Seen`: the message parts, and for each HTTP request its
@@ -17,6 +18,7 @@ path and ``A2A-Version`` header, for each gRPC call its metadata.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -65,6 +67,7 @@ class Seen:
     parts: list[list[dict[str, Any]]] = field(default_factory=list)
     http: list[tuple[str, str | None]] = field(default_factory=list)  # (path, A2A-Version)
     grpc_metadata: list[dict[str, str]] = field(default_factory=list)
+    cancels: list[str] = field(default_factory=list)  # ids of the tasks cancelled
 
 
 class PlainAgent(AgentExecutor):
@@ -72,6 +75,7 @@ class PlainAgent(AgentExecutor):
 
     def __init__(self, answer: Answer, seen: Seen) -> None:
         self.answer, self.seen = answer, seen
+        self.cancelled: dict[str, asyncio.Event] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
@@ -90,7 +94,11 @@ class PlainAgent(AgentExecutor):
             await event_queue.enqueue_event(task)
         up = TaskUpdater(event_queue, task.id, task.context_id)
         await up.start_work()
-        if text.startswith("fail"):
+        if text.startswith("slow"):
+            cancelled = self.cancelled.setdefault(task.id, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cancelled.wait(), 10.0)
+        elif text.startswith("fail"):
             await up.failed(up.new_agent_message([new_text_part(f"cannot do: {text}")]))
         elif self.answer == "status":
             await up.complete(up.new_agent_message([new_text_part(f"done: {text}")]))
@@ -101,6 +109,8 @@ class PlainAgent(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id is not None
         assert context.context_id is not None
+        self.seen.cancels.append(context.task_id)
+        self.cancelled.setdefault(context.task_id, asyncio.Event()).set()
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 

@@ -183,32 +183,66 @@ async def test_a_v0_3_grpc_only_peer_is_called_with_the_0_3_service(
     assert metadata["authorization"] == "Bearer s3cret"
 
 
+@pytest.mark.parametrize("bindings", [("JSONRPC",), ("GRPC",)])
+async def test_past_the_deadline_the_peers_task_is_cancelled_on_every_binding(
+    http: httpx.AsyncClient,
+    channels: GrpcChannels,
+    start_plain: StartPlain,
+    bindings: tuple[str, ...],
+) -> None:
+    peer = await start_plain("task", bindings=bindings)
+    card = await CardFetcher(http).fetch(peer.url)
+    client = PeerClient("plain", card, http=http, grpc_channels=channels, streaming=True)
+    tool = RemoteSkillTool(client, card.skills[0], self_id="a", call_timeout_s=0.5)
+    with pytest.raises(PeerError, match="did not finish within"):
+        await tool.execute({"text": "slow please"}, ctx())
+    assert len(peer.seen.cancels) == 1
+    assert client.breaker.state == "closed"  # it answered: only slow
+
+
 async def test_an_unreachable_grpc_peer_is_retried_then_trips_the_breaker(
-    http: httpx.AsyncClient, channels: GrpcChannels
+    http: httpx.AsyncClient,
 ) -> None:
     sock = free_socket()  # bound, never listening: connections are refused
     card = plain_card("Gone", [("GRPC", url_of(sock).removeprefix("http://"))])
-    attempts: list[str] = []
+    counter = CountCalls()
+    channel = grpc.aio.insecure_channel(
+        grpc_target(card.supported_interfaces[0].url)[0], interceptors=[counter]
+    )
     client = PeerClient(
         "gone",
         card,
         http=http,
-        grpc_channels=lambda url: attempts.append(url) or channels(url),
+        grpc_channels=lambda url: channel,
         breaker=CircuitBreaker(failures=2, cooldown_s=60),
         retries=3,
         backoff_initial_s=0.01,
         backoff_max_s=0.02,
     )
     tool = RemoteSkillTool(client, card.skills[0], self_id="a", call_timeout_s=5.0)
-    for _ in range(2):
-        with pytest.raises(PeerError, match="peer gone unreachable") as raised:
+    try:
+        for calls in (3, 6):
+            with pytest.raises(PeerError, match=r"peer gone unreachable.*UNAVAILABLE"):
+                await tool.execute({"text": "hi"}, ctx())
+            assert counter.calls == calls  # every attempt, no more
+        assert client.breaker.state == "open"
+        with pytest.raises(PeerError, match="circuit open"):
             await tool.execute({"text": "hi"}, ctx())
-        assert is_transient(raised.value.__cause__ or raised.value)
-    assert client.breaker.state == "open"
-    with pytest.raises(PeerError, match="circuit open"):
-        await tool.execute({"text": "hi"}, ctx())
-    assert len(attempts) == 1  # one channel, made when the client was built
-    sock.close()
+        assert counter.calls == 6  # an open breaker sends nothing
+    finally:
+        await channel.close()
+        sock.close()
+
+
+class CountCalls(grpc.aio.UnaryUnaryClientInterceptor):
+    """Counts the unary calls made on a channel."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        self.calls += 1
+        return await continuation(details, request)
 
 
 def test_is_transient_knows_grpc_status_codes() -> None:
