@@ -31,7 +31,7 @@ from pydantic import (
 from node.errors import ConfigError
 from node.peers.settings import PeersSettings
 from node.pipeline.spec import PipelineSpec
-from node.planning.settings import PlannerSettings
+from node.planning.settings import PlannerSettings, RoutingSettings
 from node.protocol import AGENT_ID_PATTERN
 from node.tooling.tool import TOOL_NAME_PATTERN, ToolPolicy
 
@@ -204,6 +204,29 @@ class NetworkPolicy(_Model):
     allow_cidrs: list[str] = Field(default_factory=list)
 
 
+class PushSettings(_Model):
+    """Push notifications: webhooks per task, delivered in the background (never slowing it).
+
+    Webhook URLs pass the same SSRF guard as ``http_fetch`` (``network.allow_cidrs`` included),
+    when a config is created and again at each delivery.
+    """
+
+    enabled: bool = Field(default=True, description="Off: push configs are refused (-32003).")
+    timeout_s: float = Field(default=10.0, gt=0, le=120, description="Bound of one delivery.")
+    max_attempts: int = Field(default=5, ge=1, le=20, description="Tries per event and webhook.")
+    backoff_s: float = Field(default=0.5, gt=0, description="First wait between tries (doubles).")
+    max_backoff_s: float = Field(default=30.0, gt=0, description="Longest wait between tries.")
+    concurrency: int = Field(default=16, ge=1, le=256, description="Deliveries in flight.")
+    max_pending: int = Field(
+        default=10_000,
+        ge=1,
+        description="Events waiting for delivery; beyond, new ones are dropped.",
+    )
+    shutdown_grace_s: float = Field(
+        default=5.0, ge=0, description="How long shutdown waits for pending deliveries."
+    )
+
+
 class WorkspaceSettings(_Model):
     root: str = "workspace"  # relative to the data directory
     read_roots: list[str] = Field(default_factory=list)
@@ -260,12 +283,19 @@ class NodeCard(_Model):
     pipelines: list[PipelineSpec] = Field(default_factory=list)
     planner: PlannerSettings | None = Field(
         default=None,
-        description="Model endpoint for free-text requests; without it, requests name a skill.",
+        description="Model endpoint for free-text requests; without it, plain text is routed "
+        "(see routing).",
+    )
+    routing: RoutingSettings = Field(
+        default_factory=RoutingSettings,
+        description="Plain text naming no skill, without a model: default_skill, else the skill "
+        "router (threshold, margin, candidates).",
     )
     server: ServerSettings = Field(default_factory=ServerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     limits: Limits = Field(default_factory=Limits)
     network: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    push: PushSettings = Field(default_factory=PushSettings)
     workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
     peers: PeersSettings = Field(default_factory=PeersSettings)
     mcp_servers: list[McpServer] = Field(default_factory=list)

@@ -26,6 +26,7 @@ from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
 from node.executor import ExecutorSettings, NodeExecutor, NodeServices
+from node.mcp.endpoint import MCP_PATH, mcp_endpoint_for
 from node.server import sdk_tuning
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
@@ -35,6 +36,7 @@ from node.server.grpc_binding import GrpcBinding, grpc_address
 from node.server.heap import freeze_startup_heap
 from node.server.http_guards import BodyGuard
 from node.server.lean_path import lean_path_enabled
+from node.server.push import NodePush, build_push
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.server.v0_3 import v0_3_rest_routes
@@ -53,6 +55,7 @@ class NodeState:
     tools: NodeTools
     runtime: NodeRuntime | None = None
     grpc: GrpcBinding | None = None  # when the card sets server.grpc_port
+    push: NodePush | None = None  # unless the card sets push.enabled: false
 
     @property
     def ready(self) -> bool:
@@ -121,6 +124,7 @@ def build_node_app(
         ),
     )
     task_store = open_task_store(store or card.server.store, data_dir)
+    push = state.push = build_push(card, task_store)  # configs beside the tasks
     handler = NodeRequestHandler(
         agent_executor=executor,
         task_store=task_store,
@@ -128,6 +132,7 @@ def build_node_app(
         interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
         send_window_s=card.limits.send_window_s,
         lean_path=lean_path_enabled(card.server.lean_path),
+        **(push.handler_kwargs() if push is not None else {}),
     )
 
     if card.server.grpc_port is not None:
@@ -140,6 +145,8 @@ def build_node_app(
             v0_3=card.server.a2a_v0_3,
         )
 
+    mcp = mcp_endpoint_for(card, handler, node_tools.skills, public_url)  # /mcp, when enabled
+
     async def card_now(_: AgentCard) -> AgentCard:
         return current_card()
 
@@ -147,10 +154,16 @@ def build_node_app(
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
+            if push is not None:  # the dispatcher closes after the handler's tasks have ended
+                await push.open(stack)
+            node_tools.mcp.start()  # one supervisor task per MCP server; nothing waits for them
+            stack.push_async_callback(node_tools.mcp.aclose)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
             if grpc is not None:
                 await grpc.start()  # on this loop; stops taking calls before the handler closes
                 stack.push_async_callback(grpc.stop)
+            if mcp is not None:  # MCP sessions end before the handler closes
+                await stack.enter_async_context(mcp.open())
             services.http = runtime.http
             state.runtime = runtime
             runtime.ready = True
@@ -165,9 +178,10 @@ def build_node_app(
 
     async def readyz(_: Request) -> JSONResponse:
         ready = state.ready
-        return JSONResponse(
-            {"ready": ready, "agent_id": card.id}, status_code=200 if ready else 503
-        )
+        body: dict[str, object] = {"ready": ready, "agent_id": card.id}
+        if node_tools.mcp.links:  # informative: a server that is down never makes the node unready
+            body["mcp_servers"] = node_tools.mcp.states()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     v0_3 = card.server.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
     app = Starlette(
@@ -175,6 +189,7 @@ def build_node_app(
             agent_card_route(current_card(), card_now, card.server.card_cache_s),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            *([Route(MCP_PATH, mcp)] if mcp is not None else []),
             *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v0_3),
             Mount(
                 REST_PREFIX,

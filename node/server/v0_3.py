@@ -26,6 +26,7 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
+import a2a.server.routes  # noqa: F401 (first: the SDK's 0.3 REST adapter imports it circularly)
 from a2a.compat.v0_3.rest_adapter import REST03Adapter
 from a2a.compat.v0_3.versions import is_legacy_version
 from a2a.server.request_handlers.request_handler import RequestHandler
