@@ -6,6 +6,7 @@ One module per family of commands, each registering its sub-parsers::
     tasks.py     send, get, cancel         talking to a node about tasks
     cards.py     card, tools, call         a card and its tools, locally
     network.py   registry, agents, up      the registry and a local network
+    mcp.py       mcp-stdio                 a card's skills for an MCP host, over stdio
     output.py    printing: tasks, messages, tables, --json
     common.py    exit codes, the CLI's errors, argument helpers
 
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 
 from node.cli.cards import add_card_commands
 from node.cli.common import EXIT_FAILED, exit_code_of
+from node.cli.mcp import add_mcp_commands
 from node.cli.network import add_network_commands
 from node.cli.serve import add_serve_command
 from node.cli.tasks import add_task_commands
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_task_commands(sub)
     add_card_commands(sub)
     add_network_commands(sub)
+    add_mcp_commands(sub)
     return parser
 
 

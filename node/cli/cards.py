@@ -80,7 +80,13 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     card = load_card(args.card)
     tools = assemble_tools(card, Path(args.data_dir or card.server.data_dir))
-    listed = tools.local.tools()
+    listed = list(tools.local.tools())
+    servers: dict[str, dict[str, Any]] = {}
+    if card.mcp_servers:  # connects to each MCP server once to list its tools
+        from node.mcp.toolset import list_mcp_tools
+
+        mcp_tools, servers = asyncio.run(list_mcp_tools(tools.mcp))
+        listed += mcp_tools
     if args.json:
         print_json(
             [
@@ -91,13 +97,20 @@ def cmd_tools(args: argparse.Namespace) -> int:
                     "read_only": t.read_only,
                     "requires": sorted(t.requires),
                     "parameters": t.parameters,
+                    **({"mcp_server": t.server} if hasattr(t, "server") else {}),
                 }
                 for t in listed
             ]
         )
         return 0
+    for name, state in servers.items():
+        if state["state"] != "connected":
+            reason = state.get("error", "")
+            print(f"MCP server {name}: {state['state']} ({reason})", file=sys.stderr)
     for tool in listed:
         flags = [tool.scope, "read-only" if tool.read_only else "writes"]
+        if hasattr(tool, "server"):
+            flags.append(f"mcp server {tool.server}")
         if tool.requires:
             flags.append("requires " + ",".join(sorted(tool.requires)))
         print(f"{tool.name}  [{' '.join(flags)}]\n{wrap(first_sentence(tool.description))}")

@@ -156,3 +156,14 @@ class McpToolset:
 
     def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
         return self._box.prepare_call(name, raw_arguments)
+
+
+async def list_mcp_tools(toolset: McpToolset) -> tuple[list[Tool], dict[str, dict[str, Any]]]:
+    """Connect to every server once (bounded), list its tools, close: ``a2a-node tools``."""
+    toolset.start()
+    try:
+        timeout = max((link.server.connect_timeout_s for link in toolset.links), default=0.0)
+        await toolset.wait_settled(timeout + 1.0)
+        return list(toolset.tools()), toolset.states()
+    finally:
+        await toolset.aclose()
