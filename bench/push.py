@@ -9,7 +9,8 @@ allowed for push through ``network.allow_cidrs``) and a webhook receiver, both o
 127.0.0.1 ephemeral ports, and an httpx client sending ``--tasks`` blocking ``SendMessage`` calls
 one after another, each with ``configuration.taskPushNotificationConfig`` naming the receiver:
 
-- ``none``: no push config in the request;
+- ``none``: no push config in the request (the node's lean path is off, ``A2A_NODE_LEAN_PATH=0``,
+  so every case runs through the SDK's task machinery);
 - ``fast``: the receiver answers 204 at once;
 - ``slow``: the receiver answers after 0.5 s;
 - ``hang``: the receiver never answers (each delivery ends at the ``--timeout`` seconds).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -112,6 +114,7 @@ async def main() -> None:
     parser.add_argument("--cases", default="none,fast,slow,hang")
     args = parser.parse_args()
 
+    os.environ.setdefault("A2A_NODE_LEAN_PATH", "0")  # every case on the SDK's task path
     counts: dict[str, int] = {}
     release = asyncio.Event()
     app = build_node_app(node_card(args.timeout), data_dir=Path("/tmp/bench-push"))
