@@ -80,9 +80,10 @@ RETRY_STATUS = frozenset({502, 503, 504})
 RETRY_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CANCEL_GRACE_S = 2.0  # time allowed to cancel a remote task after the deadline
 # Every binding this node speaks; the peer's card order picks one (the SDK's server preference).
-BINDINGS: tuple[str, ...] = tuple(
-    p.value
-    for p in (TransportProtocol.JSONRPC, TransportProtocol.HTTP_JSON, TransportProtocol.GRPC)
+BINDINGS = (
+    TransportProtocol.JSONRPC.value,
+    TransportProtocol.HTTP_JSON.value,
+    TransportProtocol.GRPC.value,
 )
 # What a failed call can raise: SDK errors, HTTP errors, gRPC errors, undecodable answers.
 CALL_ERRORS = (

@@ -7,6 +7,9 @@ the :class:`RemoteSkillTool` the node's executor runs.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -198,6 +201,37 @@ async def test_past_the_deadline_the_peers_task_is_cancelled_on_every_binding(
         await tool.execute({"text": "slow please"}, ctx())
     assert len(peer.seen.cancels) == 1
     assert client.breaker.state == "closed"  # it answered: only slow
+
+
+IMPORT_ORDER_PROBE = """
+import asyncio
+import a2a.server.routes  # first, as a node imports it: a2a-sdk 1.3's import cycle
+import httpx
+from tests.peers.foreign_peers import plain_card
+from node.peers.peer_client import PeerClient
+
+async def main():
+    card = plain_card("Legacy", [("GRPC", "127.0.0.1:9")], version="0.3")
+    async with httpx.AsyncClient() as http:
+        client = PeerClient("legacy", card, http=http)
+        print(type(client._client._transport).__name__)
+        await client.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_a_0_3_grpc_peer_gets_the_0_3_transport_whatever_was_imported_first() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ORDER_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        check=True,
+    )
+    assert done.stdout.strip() == "CompatGrpcTransport"
 
 
 async def test_an_unreachable_grpc_peer_is_retried_then_trips_the_breaker(
