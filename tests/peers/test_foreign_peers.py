@@ -287,14 +287,3 @@ def test_is_transient_knows_grpc_status_codes() -> None:
     assert is_transient(rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED))
     assert not is_transient(rpc_error(grpc.StatusCode.INVALID_ARGUMENT))
     assert not is_transient(rpc_error(grpc.StatusCode.UNAUTHENTICATED))
-
-
-def test_grpc_addresses_are_read_in_every_form_cards_use() -> None:
-    assert grpc_target("127.0.0.1:50051") == ("127.0.0.1:50051", False)
-    assert grpc_target("grpc://agent.example:7000") == ("agent.example:7000", False)
-    assert grpc_target("http://agent.example:7000/") == ("agent.example:7000", False)
-    assert grpc_target("grpcs://agent.example") == ("agent.example:443", True)
-    assert grpc_target("https://[::1]:8443") == ("[::1]:8443", True)
-    for bad in ("ftp://h:1", "agent.example", "grpc://:1", "h:99999"):
-        with pytest.raises(Exception, match="gRPC address"):
-            grpc_target(bad)
