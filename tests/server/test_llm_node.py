@@ -66,9 +66,18 @@ async def test_free_text_runs_the_model_loop_with_the_nodes_tools(serve, start_n
         tool_message = second["messages"][-1]
         assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_1"
         assert tool_message["content"] == "42"
-        # structured requests still bypass the model
+        assert status_text(task) == "6 times 7 is 42."  # the answer, not a progress line
+        # structured requests still bypass the model: a data part, a JSON call written as text,
+        # and text naming its skill in metadata (crewAI's skill_id here)
         direct = await client.call("calculate", {"expression": "1+1"})
         assert artifacts_of(direct) == {"calculate": [2]}
+        as_text = await client.send(
+            text_message('{"skill": "calculate", "arguments": {"expression": "2+2"}}')
+        )
+        assert artifacts_of(as_text) == {"calculate": [4]}
+        named = text_message("3+3")
+        named.metadata.update({"skill_id": "calculate"})
+        assert artifacts_of(await client.send(named)) == {"calculate": [6]}
     assert len(seen) == 2
 
 

@@ -188,3 +188,66 @@ async def test_the_card_publishes_examples_for_the_router_and_clients(start_node
 async def test_text_message_helper_still_names_the_skill(client):
     task = await send(client, text_message("one two three", skill="text_stats"))
     assert artifacts_of(task)["text_stats"][0]["words"] == 3
+
+
+# -- the 0.3 wire, as a2a-sdk 0.3 clients (strands, beeai, crewAI) send it: no A2A-Version header
+
+
+def legacy_send(text: str, message_metadata: Any = None, metadata: Any = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "kind": "message",
+        "role": "user",
+        "messageId": f"legacy-{abs(hash((text, str(message_metadata), str(metadata))))}",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    if message_metadata:
+        msg["metadata"] = message_metadata
+    params: dict[str, Any] = {"message": msg}
+    if metadata:
+        params["metadata"] = metadata
+    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}
+
+
+def legacy_answer(task: dict[str, Any]) -> str:
+    """crewAI's reading of a 0.3 task: the status message's text parts, else the last agent
+    message in history."""
+    parts = (task["status"].get("message") or {}).get("parts", [])
+    texts = [p["text"] for p in parts if p.get("kind") == "text"]
+    if not texts:
+        agents = [m for m in task.get("history", []) if m["role"] == "agent"]
+        texts = (
+            [p["text"] for p in agents[-1]["parts"] if p.get("kind") == "text"] if agents else []
+        )
+    return " ".join(texts)
+
+
+@pytest.mark.parametrize(
+    ("text", "message_metadata", "metadata"),
+    [
+        (f"Summarize this article: {ARTICLE}", None, None),  # text only (strands, beeai)
+        (ARTICLE, {"skill_id": "summarize"}, None),  # crewAI
+        (ARTICLE, None, {"skill": "summarize"}),  # request-level metadata
+    ],
+)
+async def test_0_3_text_requests_complete_with_the_result_as_the_answer(
+    start_node, http, text, message_metadata, metadata
+):
+    url = await start_node(tools=TEXT_TOOLS)
+    response = await http.post(url + "/", json=legacy_send(text, message_metadata, metadata))
+    assert response.status_code == 200
+    task = response.json()["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "completed", task["status"]
+    summary = task["artifacts"][0]["parts"][0]["text"]
+    assert "The city council met on Monday." in summary and len(summary) < len(text)
+    assert legacy_answer(task) == summary
+
+
+async def test_0_3_ambiguous_text_gets_input_required_with_candidates(start_node, http):
+    url = await start_node(tools=TEXT_TOOLS)
+    response = await http.post(url + "/", json=legacy_send(f"Analyse this text: {ARTICLE}"))
+    task = response.json()["result"]
+    assert task["status"]["state"] == "input-required"
+    parts = task["status"]["message"]["parts"]
+    assert any(p["kind"] == "text" and "Candidates" in p["text"] for p in parts)
+    data = next(p["data"] for p in parts if p["kind"] == "data")
+    assert [c["skill"] for c in data["candidates"]][:1] == ["text_stats"]
