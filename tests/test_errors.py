@@ -16,6 +16,7 @@ from node.planning import NeedsInput
 _MODULES = (
     "node.errors",
     "node.planning.direct",
+    "node.planning.text",
     "node.planning.llm",
     "node.planning.providers.base",
     "node.registry.errors",
@@ -23,7 +24,7 @@ _MODULES = (
     "node.network.launcher",
 )
 # the task path: these classes must each have their own row in the table
-_TASK_MODULES = _MODULES[:4]
+_TASK_MODULES = _MODULES[:5]
 
 
 def _subclasses(root: type) -> set[type]:
