@@ -1,0 +1,154 @@
+"""1,000 concurrent blocking SendMessage calls through the official client: wall time, none lost.
+
+Run: ``.venv/bin/python bench/concurrent_tasks.py [--tasks 1000] [--rounds 3] [--store sqlite]``
+
+A node process (``build_node_app``, card with ``calculate``, the given store; lean path on and
+then off: ``A2A_NODE_LEAN_PATH``) is pinned to CPU0 with ``taskset``; this process (CPU1) opens one
+official client (``ClientFactory`` over one ``httpx.AsyncClient`` allowing ``--tasks``
+connections) and sends ``--tasks`` messages at once (``asyncio.gather``), each computing a
+different expression. Checked: every answer is COMPLETED with its own result, every task id is
+distinct, and after the burst ``ListTasks`` on the node finds exactly that many tasks, each
+COMPLETED (0 lost). Wall time: first send to last answer. Target (issue 13): ≤ 5 s, 0 lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory  # noqa: E402
+from a2a.types import ListTasksRequest, SendMessageRequest, TaskState  # noqa: E402
+
+from node.client import artifacts_of, skill_message  # noqa: E402
+
+TARGET_S = 5.0
+CARD = """
+id: burst
+name: Burst Node
+description: A node taking a burst of concurrent tasks.
+tools: [calculate]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_ready(url: str, deadline_s: float = 30.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    async with httpx.AsyncClient() as http:
+        while True:
+            try:
+                if (await http.get(url + "/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("node not ready")
+            await asyncio.sleep(0.05)
+
+
+async def burst(url: str, tasks: int) -> tuple[float, int, int]:
+    """(wall seconds, answers that are right, tasks the node lists as COMPLETED)."""
+    limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
+
+        async def one(i: int) -> tuple[str, bool]:
+            request = SendMessageRequest(
+                message=skill_message("calculate", {"expression": f"{i} * 3"})
+            )
+            events = [event async for event in client.send_message(request)]
+            task = events[-1].task
+            right = task.status.state == TaskState.TASK_STATE_COMPLETED and artifacts_of(task) == {
+                "calculate": [i * 3]
+            }
+            return task.id, right
+
+        start = time.perf_counter()
+        answers = await asyncio.gather(*(one(i) for i in range(tasks)), return_exceptions=True)
+        wall = time.perf_counter() - start
+        failures = Counter(
+            f"{type(a).__name__}: {a} ({type(a.__cause__).__name__}: {a.__cause__})"
+            for a in answers
+            if isinstance(a, BaseException)
+        )
+        for failure, count in failures.most_common(5):
+            print(f"    {count} calls failed: {failure}", flush=True)
+        results = [a for a in answers if not isinstance(a, BaseException)]
+        right = sum(ok for _, ok in results) if len({t for t, _ in results}) == len(results) else 0
+        listed, token = 0, ""
+        while True:
+            page = await client.list_tasks(ListTasksRequest(page_size=100, page_token=token))
+            listed += sum(t.status.state == TaskState.TASK_STATE_COMPLETED for t in page.tasks)
+            token = page.next_page_token
+            if not token:
+                break
+        return wall, right, listed
+
+
+def run(store: str, lean: bool, tasks: int) -> tuple[float, int, int]:
+    with tempfile.TemporaryDirectory(prefix="a2a-burst-") as tmp:
+        card = Path(tmp) / "card.yaml"
+        card.write_text(CARD)
+        port = free_port()
+        env = {
+            **os.environ,
+            "A2A_NODE_LEAN_PATH": "1" if lean else "0",
+            "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false",
+        }
+        cmd = ["taskset", "-c", "0", sys.executable, "-m", "node.cli", "serve", str(card)]
+        cmd += ["--port", str(port), "--data-dir", tmp, "--store", store]
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            asyncio.run(wait_ready(url))
+            return asyncio.run(burst(url, tasks))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--store", default="sqlite")
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {1})  # the client on CPU1, the node on CPU0
+    print(f"{args.tasks} concurrent blocking SendMessage, official client, store {args.store}")
+    ok = True
+    for lean in (True, False):
+        for n in range(args.rounds):
+            wall, right, listed = run(args.store, lean, args.tasks)
+            lost = args.tasks - listed
+            met = wall <= TARGET_S and lost == 0 and right == args.tasks
+            ok &= right == args.tasks and lost == 0
+            print(
+                f"  lean path {'on ' if lean else 'off'} round {n + 1}: wall {wall:.2f} s, "
+                f"right answers {right}/{args.tasks}, listed COMPLETED {listed}, lost {lost} "
+                f"(target <= {TARGET_S:g} s, 0 lost: {'met' if met else 'MISSED'})",
+                flush=True,
+            )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
