@@ -72,6 +72,7 @@ BLOCK_TESTS = {
     "a2a-node serve cards/data.yaml": "test_the_command_line_block_runs_against_a_real_node",
     "serve_greeter.py": "test_the_python_api_scripts_serve_and_answer",
     "ask_greeter.py": "test_the_python_api_scripts_serve_and_answer",
+    "mcp_servers:": "test_the_mcp_servers_block_is_a_valid_card_section",
 }
 
 
@@ -191,3 +192,14 @@ async def test_the_second_terminal_commands_run_against_up(tmp_path):
                 await asyncio.sleep(0.5)
             assert code == expected, f"{shlex.join(argv)}\n{out}{err}"
             assert out.strip()
+
+
+def test_the_mcp_servers_block_is_a_valid_card_section() -> None:
+    from node.card import parse_card
+
+    section = yaml.safe_load(block("yaml", "mcp_servers:"))
+    card = parse_card(
+        {"id": "m", "name": "m", "description": "d", **section}, env={"SEARCH_TOKEN": "t"}
+    )
+    assert [s.name for s in card.mcp_servers] == ["units", "search"]
+    assert card.mcp_servers[0].tools[0].scope == "public"

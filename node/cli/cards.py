@@ -139,7 +139,15 @@ async def _call(args: argparse.Namespace) -> int:
             url_guard=tools.url_guard,
             http=http,
         )
-        (result,) = await ToolRunner(tools.local).run([ToolCall(args.tool, arguments)], ctx)
+        catalog: Any = tools.local
+        if args.tool.startswith("mcp_") and card.mcp_servers:  # connect to the MCP servers
+            tools.mcp.start()
+            await tools.mcp.wait_settled(max(s.connect_timeout_s for s in card.mcp_servers) + 1)
+            catalog = tools.mcp
+        try:
+            (result,) = await ToolRunner(catalog).run([ToolCall(args.tool, arguments)], ctx)
+        finally:
+            await tools.mcp.aclose()
     if result.ok:
         print(result.text)
         return 0

@@ -42,7 +42,7 @@ from starlette.requests import Request
 
 from node.client import artifacts_of, skill_message, status_text
 from node.protocol import TERMINAL
-from node.tooling.results import to_text
+from node.tooling.results import non_finite_path, to_text
 from node.tooling.tool import Tool
 
 __all__ = ["skill_server"]
@@ -115,6 +115,12 @@ def skill_server(
             return types.CallToolResult(
                 content=_text(f"unknown tool {params.name!r}"), is_error=True
             )
+        bad = non_finite_path(params.arguments or {})
+        if bad is not None:  # JSON has no NaN/Infinity: a stored task holding one is unreadable
+            return types.CallToolResult(
+                content=_text(f"arguments{bad.replace('/', '.')} must be a finite number"),
+                is_error=True,
+            )
         context = _call_context(ctx.request)
         request = SendMessageRequest(
             message=skill_message(params.name, params.arguments or {}),
@@ -150,10 +156,16 @@ def skill_server(
             return types.CallToolResult(content=_text("the task was lost"), is_error=True)
         return tool_result(task)
 
+    def input_schema(tool_name: str) -> Mapping[str, Any] | None:
+        """For the SDK's ``Mcp-Param-*`` header check (else it lists every tool per call)."""
+        found = skills().get(tool_name)
+        return None if found is None else found.parameters
+
     return Server(
         name,
         version=version,
         description=description,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -132,6 +132,33 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(node):
     assert unknown.is_error
 
 
+async def test_non_finite_numbers_are_refused_before_any_task(node):
+    async with httpx.AsyncClient() as http:
+        headers = {
+            "Authorization": f"Bearer {READER}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
+        opened = await http.post(f"{node}/mcp", json=init, headers=headers)
+        headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        call = '{"name": "nap", "arguments": {"seconds": NaN}}'
+        body = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": ' + call + "}"
+        answer = await http.post(
+            f"{node}/mcp", content=body, headers={**headers, "Content-Type": "application/json"}
+        )
+    assert "arguments.seconds must be a finite number" in answer.text
+
+
 async def test_mcp_requires_the_nodes_credentials(node):
     async with httpx.AsyncClient() as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
