@@ -87,10 +87,15 @@ class NeedsInput(InputNeeded):
         }
 
 
+#: Longest text kept with a :class:`NeedsChoice` so that a reply naming a candidate runs on it.
+MAX_CHOICE_TEXT = 32_000
+
+
 class NeedsChoice(InputNeeded):
     """Plain text no skill clearly fits: the caller picks one of ``candidates`` (best first).
 
-    The reply may be a candidate's id as text (it then runs on ``text``), or any new request.
+    The reply may be a candidate's id as text (it then runs on ``text``, kept when it is at most
+    :data:`MAX_CHOICE_TEXT` characters), or any new request.
     """
 
     def __init__(self, message: str, text: str, candidates: list[dict[str, Any]]):
@@ -99,8 +104,11 @@ class NeedsChoice(InputNeeded):
         self.candidates = candidates
 
     def to_data(self) -> dict[str, Any]:
+        pending: dict[str, Any] = {"choose": [c["skill"] for c in self.candidates]}
+        if len(self.text) <= MAX_CHOICE_TEXT:
+            pending["text"] = self.text
         return {
-            "pending": {"choose": [c["skill"] for c in self.candidates], "text": self.text},
+            "pending": pending,
             "candidates": self.candidates,
             "how": "reply with a candidate's id to run it on your text, or send the text again "
             "with metadata.skill (or skill_id) set, or a data part "
@@ -191,7 +199,7 @@ def _continue(skills: Mapping[str, Tool], request: Request, pending: Mapping[str
 
 def _chosen(skills: Mapping[str, Tool], request: Request, pending: Mapping[str, Any]) -> Any:
     """The candidate a reply to :class:`NeedsChoice` names by id as its whole text, or None."""
-    if request.data or request.named_skill is not None:
+    if request.data or request.named_skill is not None or "text" not in pending:
         return None
     reply = request.text.strip().strip("'\"`.").lower()
     for skill in pending.get("choose") or []:

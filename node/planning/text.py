@@ -89,15 +89,13 @@ def text_parameter(tool: Tool) -> str | None:
 
 def text_arguments(tool: Tool, name: str, text: str) -> dict[str, Any]:
     """``{name: value}`` for ``text``: the first URL for a URL parameter, the numbers for a list
-    of numbers (none found: the parameter is left out, so the caller is asked for it), else the
-    whole text."""
+    of numbers (none found: ``{}``, so the caller is asked for it), else the whole text."""
     schema = tool.parameters.get("properties", {}).get(name, {})
     if _numbers_schema(schema):
         found = [float(n) for n in _NUMBER.findall(text)]
         numbers = [int(n) if n.is_integer() and abs(n) < 2**53 else n for n in found]
         return {name: numbers} if numbers else {}
     if name == "url" or (isinstance(schema, dict) and schema.get("format") in ("uri", "url")):
-        found = _URL.search(text)
-        if found:
-            return {name: found.group(0).rstrip(_URL_TRAILING)}
+        url = _URL.search(text)
+        return {name: url.group(0).rstrip(_URL_TRAILING)} if url else {}
     return {name: text}

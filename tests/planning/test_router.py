@@ -157,4 +157,15 @@ def test_the_index_is_rebuilt_only_when_the_skills_change() -> None:
 def test_text_parameter_counts_only_required_parameters() -> None:
     assert text_parameter(summarize) == "text"  # its optional integer does not count
     assert text_parameter(mean) == "numbers"
-    assert text_arguments(fetch, "url", "no url here") == {"url": "no url here"}
+    assert text_arguments(fetch, "url", "no url here") == {}  # so the caller is asked for it
+    assert text_arguments(summarize, "text", "any text") == {"text": "any text"}
+
+
+def test_a_url_parameter_without_a_url_in_the_text_is_asked_for() -> None:
+    with pytest.raises(NeedsInput, match="needs: url"):
+        TextRouting(RoutingSettings(default_skill="fetch")).plan("the news page", SKILLS)
+
+
+def test_a_very_long_text_is_not_kept_for_the_choice() -> None:
+    choice = NeedsChoice("which?", "x" * 40_000, [{"skill": "summarize"}])
+    assert choice.to_data()["pending"] == {"choose": ["summarize"]}
