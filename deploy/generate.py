@@ -111,8 +111,10 @@ def node_args(node: dict[str, Any], registry_port: int, store: str) -> list[str]
     ]  # fmt: skip
 
 
-def registry_args(port: int, db: str) -> list[str]:
+def registry_args(port: int, db: str, grpc_port: int | None = None) -> list[str]:
     args = ["registry", "--host", "0.0.0.0", "--port", str(port), "--db", db]
+    if grpc_port:
+        args += ["--grpc-port", str(grpc_port)]
     args += ["--token-env", TOKEN_ENV, "--public-url", f"http://registry:{port}"]
     for cidr in PRIVATE_CIDRS:
         args += ["--allow-cidr", cidr]
@@ -124,6 +126,7 @@ def registry_args(port: int, db: str) -> list[str]:
 
 def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
     reg_port = local["registry"]["port"]
+    reg_grpc = local["registry"].get("grpc_port")
     pg = "a2a:${POSTGRES_PASSWORD:-a2a}@postgres:5432"
     token = {TOKEN_ENV: f"${{{TOKEN_ENV}:?set {TOKEN_ENV} to a long random token}}"}
     healthy = {"condition": "service_healthy"}
@@ -154,9 +157,9 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
         "registry": {
             "image": IMAGE,
             "build": build,
-            "command": registry_args(reg_port, f"postgresql+asyncpg://{pg}/a2a_registry"),
+            "command": registry_args(reg_port, f"postgresql+asyncpg://{pg}/a2a_registry", reg_grpc),
             "environment": token,
-            "ports": [f"127.0.0.1:{reg_port}:{reg_port}"],
+            "ports": [f"127.0.0.1:{p}:{p}" for p in (reg_port, *([reg_grpc] if reg_grpc else []))],
             "depends_on": {"postgres": healthy},
             "healthcheck": {"test": _probe(reg_port), "interval": "5s", "start_period": "20s"},
         },
@@ -288,13 +291,14 @@ def k8s_node(node: dict[str, Any], registry_port: int) -> str:
     return HEADER + dump(configmap, deployment, _service(nid, port, grpc_port))
 
 
-def k8s_registry(port: int) -> str:
+def k8s_registry(port: int, grpc_port: int | None = None) -> str:
     env = [
         _env_secret(TOKEN_ENV, "registry-token"),
         _env_secret("A2A_NODE_REGISTRY_DB", "registry-db"),
     ]
-    args = registry_args(port, "$(A2A_NODE_REGISTRY_DB)")
-    return HEADER + dump(_deployment("registry", args, port, env), _service("registry", port))
+    args = registry_args(port, "$(A2A_NODE_REGISTRY_DB)", grpc_port)
+    deployment = _deployment("registry", args, port, env, grpc_port=grpc_port)
+    return HEADER + dump(deployment, _service("registry", port, grpc_port))
 
 
 def kustomization(nodes: list[dict[str, Any]]) -> str:
@@ -329,7 +333,9 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         Path("deploy/compose.yaml"): compose(local, nodes),
         Path("deploy/postgres-init.sql"): postgres_init(nodes),
         Path("deploy/k8s/kustomization.yaml"): kustomization(nodes),
-        Path("deploy/k8s/registry.yaml"): k8s_registry(reg_port),
+        Path("deploy/k8s/registry.yaml"): k8s_registry(
+            reg_port, local["registry"].get("grpc_port")
+        ),
     }
     for node in nodes:
         files[Path(f"deploy/k8s/{node['id']}.yaml")] = k8s_node(node, reg_port)

@@ -51,6 +51,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
         settings = RegistrySettings(
             host=args.host,
             port=args.port,
+            grpc_port=args.grpc_port,
             public_url=args.public_url,
             db=args.db,
             token=token,
@@ -278,6 +279,9 @@ def add_network_commands(subparsers: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument(
         "--port", type=int, default=DEFAULT_REGISTRY_PORT, help="port (default: %(default)s)"
+    )
+    p.add_argument(
+        "--grpc-port", type=int, help="also serve the A2A endpoint over gRPC (0: a free port)"
     )
     p.add_argument("--db", default="registry.db", help="SQLite file or postgresql+asyncpg://…")
     p.add_argument("--token-env", metavar="NAME", help="environment variable with the write token")

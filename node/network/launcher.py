@@ -68,7 +68,7 @@ class Member:
     ready_path: str
     restart: bool
     agent_id: str | None = None  # nodes: the id they register under
-    grpc_port: int | None = None  # nodes serving gRPC too
+    grpc_port: int | None = None  # serving A2A over gRPC too
     restarts: int = 0
     gave_up: bool = False
     crashes: list[int] = field(default_factory=list)
@@ -126,8 +126,14 @@ class Network:
         registry_argv += ["--token-env", TOKEN_ENV, "--ttl", str(reg.ttl_s)]
         for cidr in reg.allow_cidrs:
             registry_argv += ["--allow-cidr", cidr]
+        if reg.grpc_port is not None:
+            registry_argv += ["--grpc-port", str(reg.grpc_port)]
         self.registry = Member(
-            child("registry", registry_argv), self.registry_url, "/healthz", reg.restart
+            child("registry", registry_argv),
+            self.registry_url,
+            "/healthz",
+            reg.restart,
+            grpc_port=reg.grpc_port,
         )
         self.members = [self.registry]
         self.site: Member | None = None
@@ -181,7 +187,7 @@ class Network:
         """
         wanted = [(m.url, m.child.name) for m in self.members]
         wanted += [
-            (f"{HOST}:{m.grpc_port}", f"{m.child.name} gRPC") for m in self.nodes if m.grpc_port
+            (f"{HOST}:{m.grpc_port}", f"{m.child.name} gRPC") for m in self.members if m.grpc_port
         ]
         taken = [(at, what) for at, what in wanted if not _port_free(int(at.rsplit(":", 1)[1]))]
         if taken:

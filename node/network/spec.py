@@ -36,6 +36,8 @@ def _check_cidrs(value: list[str]) -> list[str]:
 
 class RegistrySpec(_Spec):
     port: int = Field(ge=1, le=65535)
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    """``--grpc-port``: its A2A endpoint over gRPC too."""
     db: str = "registry.db"
     ttl_s: float = Field(default=30.0, gt=0)
     allow_cidrs: list[str] = Field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
@@ -85,7 +87,8 @@ class NetworkSpec(_Spec):
     @model_validator(mode="after")
     def _distinct_ports(self) -> Self:
         ports = [self.registry.port, *(n.port for n in self.nodes)]
-        ports += [n.grpc_port for n in self.nodes if n.grpc_port is not None]
+        grpc = [self.registry.grpc_port, *(n.grpc_port for n in self.nodes)]
+        ports += [p for p in grpc if p is not None]
         if self.site is not None:
             ports.append(self.site.port)
         dupes = sorted({p for p in ports if ports.count(p) > 1})

@@ -36,6 +36,7 @@ from node.registry.errors import BadRequest, error_body, status_and_code
 from node.registry.records import RENDER_ERRORS
 from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Query, Registry
 from node.registry.settings import RegistrySettings
+from node.server.grpc_binding import grpc_address, grpc_interfaces
 from node.server.v0_3 import add_v0_3_interfaces
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,11 @@ A2A_REST_PATH = "/a2a/rest"
 _TEXT_ARGS = ("skill", "tag", "q", "page_token")
 
 
-def registry_card(settings: RegistrySettings) -> AgentCard:
-    """The registry's own agent card, published at ``/.well-known/agent-card.json``."""
+def registry_card(settings: RegistrySettings, grpc_port: int | None = None) -> AgentCard:
+    """The registry's own agent card, published at ``/.well-known/agent-card.json``.
+
+    ``grpc_port``: the port its gRPC binding is bound to, if it serves one.
+    """
     base = settings.base_url
     card = AgentCard(
         name="a2a-node registry",
@@ -77,6 +81,9 @@ def registry_card(settings: RegistrySettings) -> AgentCard:
             )
         ],
     )
+    if grpc_port is not None:
+        address = grpc_address(base, grpc_port)
+        card.supported_interfaces.extend(grpc_interfaces(address, v0_3=settings.a2a_v0_3))
     if settings.read_token_required:
         card.security_schemes["bearer"].CopyFrom(
             SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer"))

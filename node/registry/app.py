@@ -22,6 +22,7 @@ import httpx
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import AgentCard
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -30,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Router
 
+from node.card import AuthSettings, Credential
 from node.errors import RegistryError
 from node.registry.agent import A2A_PATH, A2A_REST_PATH, FindAgentsExecutor, registry_card
 from node.registry.api import api_routes
@@ -44,6 +46,7 @@ from node.registry.gate import Gate
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
+from node.server.grpc_binding import GrpcBinding
 from node.server.http_guards import BodyGuard
 from node.server.serve import serve_app
 from node.server.v0_3 import v0_3_rest_routes
@@ -105,6 +108,17 @@ def build_registry_app(
     handler = DefaultRequestHandler(
         agent_executor=FindAgentsExecutor(registry), task_store=InMemoryTaskStore(), agent_card=card
     )
+    grpc = _grpc_binding(settings, handler)
+    grpc_card: dict[int, AgentCard] = {}
+
+    async def card_now(served: AgentCard) -> AgentCard:
+        """The card with the gRPC binding once it is bound (its port may be picked at start)."""
+        if grpc is None or not grpc.started:
+            return served
+        if grpc.port not in grpc_card:
+            grpc_card.clear()
+            grpc_card[grpc.port] = registry_card(settings, grpc.port)
+        return grpc_card[grpc.port]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -113,6 +127,9 @@ def build_registry_app(
             async with contextlib.AsyncExitStack() as stack:
                 runtime = await RegistryRuntime.open(stack, registry, store, http_client)
                 stack.push_async_callback(handler.aclose)
+                if grpc is not None:  # stops taking calls before the handler closes
+                    await grpc.start()
+                    stack.push_async_callback(grpc.stop)
                 yield
         finally:
             runtime = None
@@ -121,7 +138,7 @@ def build_registry_app(
     app = Starlette(
         routes=[
             *api_routes(registry),
-            *create_agent_card_routes(card),
+            *create_agent_card_routes(card, card_modifier=card_now),
             *create_jsonrpc_routes(handler, rpc_url=A2A_PATH, enable_v0_3_compat=v0_3),
             Mount(
                 A2A_REST_PATH,
@@ -148,6 +165,28 @@ def build_registry_app(
     app.router.redirect_slashes = False  # /v1/agents/ is a 404, not a 307 to /v1/agents
     app.state.registry = registry
     return app
+
+
+def _grpc_binding(settings: RegistrySettings, handler: DefaultRequestHandler) -> GrpcBinding | None:
+    """The A2A endpoint over gRPC, with the HTTP gate's read tokens (when reads need one)."""
+    if settings.grpc_port is None:
+        return None
+    tokens = [settings.token, settings.read_token] if settings.read_token_required else []
+    auth = AuthSettings.model_construct(  # the registry's tokens need not be 8 characters
+        bearer_tokens=[
+            Credential.model_construct(secret=t, principal="registry-reader", capabilities=[])
+            for t in tokens
+            if t is not None
+        ]
+    )
+    return GrpcBinding(
+        handler,
+        host=settings.host,
+        port=settings.grpc_port,
+        auth=auth,
+        max_message_bytes=settings.max_body_bytes,
+        v0_3=settings.a2a_v0_3,
+    )
 
 
 async def serve_registry(

@@ -19,6 +19,8 @@ class RegistrySettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=0, le=65535)
+    grpc_port: int | None = Field(default=None, ge=0, le=65535)
+    """Also serve the A2A endpoint over gRPC on this port of ``host`` (0: a free one); off: None."""
     public_url: str | None = None
     """Base URL published in the registry's own agent card (default ``http://host:port``)."""
     db: str = "registry.db"

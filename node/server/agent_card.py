@@ -30,6 +30,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from node import protocol
 from node.card import NodeCard
+from node.server.grpc_binding import grpc_interfaces
 from node.server.v0_3 import add_v0_3_interfaces
 
 REST_PREFIX = "/rest"
@@ -123,10 +124,7 @@ def build_agent_card(
         ],
     )
     if grpc_address:
-        for version in (PROTOCOL_VERSION, "0.3") if grpc_v0_3 else (PROTOCOL_VERSION,):
-            agent_card.supported_interfaces.append(
-                AgentInterface(url=grpc_address, protocol_binding="GRPC", protocol_version=version)
-            )
+        agent_card.supported_interfaces.extend(grpc_interfaces(grpc_address, v0_3=grpc_v0_3))
     if card.provider:
         agent_card.provider.CopyFrom(
             AgentProvider(organization=card.provider.organization, url=card.provider.url)

@@ -44,7 +44,8 @@ from a2a.server.request_handlers import GrpcHandler
 from a2a.server.request_handlers.grpc_handler import DefaultGrpcServerCallContextBuilder
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.routes.common import StarletteUser
-from a2a.types import a2a_pb2_grpc
+from a2a.types import AgentInterface, a2a_pb2_grpc
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
 from a2a.utils.errors import A2AError
 from google.protobuf.message import Message
 from starlette.authentication import AuthenticationError
@@ -55,7 +56,7 @@ from node.server.auth import authenticate, identity
 from node.server.proto_guard import check_request
 from node.urls import url_host
 
-__all__ = ["GrpcBinding", "grpc_address"]
+__all__ = ["GrpcBinding", "grpc_address", "grpc_interfaces"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,14 @@ def grpc_address(public_url: str, port: int) -> str:
     """The ``host:port`` a gRPC client dials: the public URL's host and the gRPC port."""
     host = urlsplit(public_url).hostname or "127.0.0.1"
     return f"{url_host(host)}:{port}"
+
+
+def grpc_interfaces(address: str, *, v0_3: bool = True) -> list[AgentInterface]:
+    """The card entries of a gRPC binding at ``address``: A2A 1.0, and 0.3 unless ``v0_3``."""
+    versions = (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3) if v0_3 else (PROTOCOL_VERSION_1_0,)
+    return [
+        AgentInterface(url=address, protocol_binding="GRPC", protocol_version=v) for v in versions
+    ]
 
 
 class _CallContextBuilder(DefaultGrpcServerCallContextBuilder):
@@ -216,6 +225,10 @@ class GrpcBinding:
         self._max_message_bytes = max_message_bytes
         self._v0_3 = v0_3
         self._server: Any = None  # grpc.aio.Server, made on the serving loop by start()
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
 
     def _make_server(self) -> Any:
         builder = _CallContextBuilder()

@@ -65,11 +65,11 @@ def test_local_yaml_ports_match_the_cards(node_id: str) -> None:
     assert card_file.stem == node_id
 
 
-def test_every_node_serves_grpc_on_a_port_of_its_own() -> None:
-    assert all(GRPC.values())
+def test_every_node_and_the_registry_serve_grpc_on_a_port_of_their_own() -> None:
+    assert all(GRPC.values()) and SPEC.registry.grpc_port
     http = [SPEC.registry.port, *(p for p, _ in NODES.values())]
     assert SPEC.site is not None
-    ports = [*http, SPEC.site.port, *GRPC.values()]
+    ports = [*http, SPEC.site.port, SPEC.registry.grpc_port, *GRPC.values()]
     assert len(set(ports)) == len(ports)
 
 
@@ -100,8 +100,10 @@ def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
 def test_compose_has_the_registry_postgres_and_redis() -> None:
     assert set(COMPOSE) == {"registry", "postgres", "redis", *NODES}
     registry = COMPOSE["registry"]
-    port = SPEC.registry.port
+    port, grpc = SPEC.registry.port, SPEC.registry.grpc_port
     assert registry["command"][registry["command"].index("--port") + 1] == str(port)
+    assert registry["command"][registry["command"].index("--grpc-port") + 1] == str(grpc)
+    assert registry["ports"] == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{grpc}:{grpc}"]
     assert f"127.0.0.1:{port}/healthz" in registry["healthcheck"]["test"][-1]
     init = (DEPLOY / "postgres-init.sql").read_text(encoding="utf-8")
     assert all(f"CREATE DATABASE a2a_{n.replace('-', '_')} " in init for n in NODES)
@@ -134,7 +136,8 @@ def test_k8s_has_a_configmap_deployment_and_service_per_card(node_id: str) -> No
 
 
 def test_k8s_registry_and_kustomization_list_every_object() -> None:
-    assert K8S[("Service", "registry")]["spec"]["ports"][0]["port"] == SPEC.registry.port
+    ports = [p["port"] for p in K8S[("Service", "registry")]["spec"]["ports"]]
+    assert ports == [SPEC.registry.port, SPEC.registry.grpc_port]
     kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
     listed = {Path(r).stem for r in kustomization["resources"]}
     assert listed == {"registry", *NODES}

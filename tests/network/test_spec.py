@@ -50,6 +50,7 @@ def test_children_get_the_token_through_the_environment_only(tmp_path: Path) -> 
     assert all(network.token not in " ".join(argv) for argv in argvs)
     registry = network.registry.child.argv
     assert registry[registry.index("--token-env") + 1] == TOKEN_ENV
+    assert registry[registry.index("--grpc-port") + 1] == "9090"
     assert mask(network.token) == network.token[:4] + "…"
     web = next(m.child.argv for m in network.nodes if m.agent_id == "web")
     assert web[web.index("--allow-cidr") + 1] == "127.0.0.0/8"

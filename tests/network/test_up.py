@@ -30,9 +30,11 @@ from node.network.launcher import TOKEN_ENV
 pytestmark = pytest.mark.network
 
 
-def _spec(tmp_path: Path, reg: int, site: int, data: int, grpc: int) -> Path:
+def _spec(
+    tmp_path: Path, reg: int, site: int, data: int, grpc: int, reg_grpc: int | None = None
+) -> Path:
     spec = {
-        "registry": {"port": reg, "ttl_s": 5},
+        "registry": {"port": reg, "ttl_s": 5, "grpc_port": reg_grpc},
         "site": {"port": site, "dir": str(ROOT / "deploy" / "site")},
         "nodes": [
             {"card": str(CARDS / "data.yaml"), "port": data, "grpc_port": grpc, "restart": True}
@@ -52,9 +54,10 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: Path) -> None:
-    reg, site, data, grpc = ports = free_ports(4)
+    reg, site, data, grpc, reg_grpc = ports = free_ports(5)
     run_dir = tmp_path / "run"
-    argv = [*CLI, "up", str(_spec(tmp_path, reg, site, data, grpc)), "--run-dir", str(run_dir)]
+    spec = _spec(tmp_path, reg, site, data, grpc, reg_grpc)
+    argv = [*CLI, "up", str(spec), "--run-dir", str(run_dir)]
     up = Child("up", argv, tmp_path / "up.log")
     await up.start()
     seen: set[int] = set()
@@ -75,12 +78,10 @@ async def test_up_starts_restarts_a_crashed_node_and_stops_everything(tmp_path: 
         seen |= set(children)
         assert "data" in await agents(f"http://127.0.0.1:{reg}", healthy="true")
         assert await answers(f"http://127.0.0.1:{site}/")
-        card = httpx.get(f"http://127.0.0.1:{data}/.well-known/agent-card.json").json()
-        assert {
-            "url": f"127.0.0.1:{grpc}",
-            "protocolBinding": "GRPC",
-            "protocolVersion": "1.0",
-        } in (card["supportedInterfaces"])
+        for http_port, grpc_port in ((data, grpc), (reg, reg_grpc)):
+            card = httpx.get(f"http://127.0.0.1:{http_port}/.well-known/agent-card.json").json()
+            grpc_1_0 = {"url": f"127.0.0.1:{grpc_port}", "protocolVersion": "1.0"}
+            assert grpc_1_0 | {"protocolBinding": "GRPC"} in card["supportedInterfaces"]
 
         token = next(t for pid in children if (t := _environ(pid).get(TOKEN_ENV)))
         assert token not in out  # never printed, not even in part
