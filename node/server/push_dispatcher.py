@@ -210,15 +210,15 @@ class PushDispatcher(PushNotificationSender):
     async def aclose(self) -> None:
         """Stop taking events, wait ``shutdown_grace_s`` for the pending ones, then cancel."""
         self._closed = True
-        tasks: list[str] = []
-        if self._workers:
-            _, late = await asyncio.wait(
-                set(self._workers), timeout=self._settings.shutdown_grace_s
-            )
-            tasks = sorted({key[0] for key in self._lanes} | set(self._events))
-            for worker in late:
-                worker.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.shutdown_grace_s
+        while self._workers and loop.time() < deadline:  # resolvers may start lanes meanwhile
+            await asyncio.wait(set(self._workers), timeout=deadline - loop.time())
+        tasks = sorted({key[0] for key in self._lanes} | set(self._events))
+        late = set(self._workers)
+        for worker in late:
+            worker.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
         if self._pending:
             shown = ", ".join(tasks[:10]) + (" …" if len(tasks) > 10 else "")
             log.warning(
