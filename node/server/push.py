@@ -12,6 +12,7 @@ CreateTaskPushNotificationConfig: refused with -32602 and the reason) and again 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from node.store.lifecycle import NodeTaskStore
 from node.store.push_configs import PushConfigStore, open_push_store
 from node.tooling.guards.urls import UrlGuard
 
+CHECK_TIMEOUT_S = 5.0
+
 
 @dataclass(slots=True)
 class NodePush:
@@ -37,9 +40,15 @@ class NodePush:
     async def check_url(self, url: str) -> bool:
         """The SDK handler's push-URL validator: ``True``, or -32602 saying why not."""
         try:
-            await self.guard.check(url)
+            async with asyncio.timeout(CHECK_TIMEOUT_S):  # name resolution has no bound of its own
+                await self.guard.check(url)
         except GuardError as exc:
             raise InvalidParamsError(f"push notification URL refused: {exc}") from exc
+        except TimeoutError as exc:
+            raise InvalidParamsError(
+                "push notification URL refused: its host did not resolve within "
+                f"{CHECK_TIMEOUT_S:g} s"
+            ) from exc
         return True
 
     def handler_kwargs(self) -> dict[str, Any]:
