@@ -169,10 +169,10 @@ class LeanPath:
         )
         assert request.task_id and request.context_id
         manager = TaskManager(_SCRATCH, context, request.task_id, request.context_id, message)
-        task, updater = await self._executor.begin(request, _FoldingQueue(manager))
         try:
+            task, updater = await self._executor.begin(request, _FoldingQueue(manager))
             prepared = self._executor.prepare(request, task, updater)
-        except Exception:  # rejections, input-required: the SDK path builds them
+        except Exception:  # rejections, input-required, unusable messages: the SDK path's
             prepared = None
         if prepared is None or not all(self._eligible(ready.tool) for _, ready in prepared.calls):
             message.task_id, message.context_id = "", context_id  # as it came

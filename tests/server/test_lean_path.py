@@ -109,6 +109,7 @@ class Twin:
 
 
 DURATION = re.compile(r"in \d+ ms")
+NODE_URL = re.compile(r"lean-(true|false)-\d+\.test")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -130,7 +131,7 @@ class Blank:
         if isinstance(value, list):
             return [self(v) for v in value]
         if isinstance(value, str):  # ids and durations inside error messages and status texts
-            value = UUID.sub(lambda m: self.name(m.group()), value)
+            value = NODE_URL.sub("<node>", UUID.sub(lambda m: self.name(m.group()), value))
             return DURATION.sub("in <n> ms", value)
         if not isinstance(value, dict):
             return value
@@ -220,6 +221,7 @@ CASES: list[tuple[str, Message, dict[str, Any], bool]] = [
     ("unknown skill", skill_message("no_such_skill", {}), {}, False),
     ("missing argument", skill_message("calculate", {}), {}, False),
     ("free text", text_message("what is two plus two?"), {}, False),
+    ("empty text part", text_message("", skill="calculate"), {}, False),
     ("text to a skill", text_message("1+2", skill="calculate"), {}, True),
     ("capability missing", skill_message("admin_sum", {"a": 1, "b": 2}), {}, False),
     ("thread tool", skill_message("text_stats", {"text": "a b c"}), {}, False),
