@@ -18,8 +18,10 @@ One interceptor is the gRPC edge, the counterpart of the HTTP middleware:
   key header, in the call's metadata, checked by :func:`node.server.auth.authenticate`; a call
   without valid credentials ends ``UNAUTHENTICATED`` before its request is parsed. The principal
   and capabilities reach the handler as on HTTP (the request's user and ``auth`` scopes);
-- :func:`node.server.proto_guard.check_request` on every parsed request: a non-finite number or
-  over-deep JSON value in its data ends ``INVALID_ARGUMENT`` naming the field.
+- each request is parsed here, then checked by :func:`node.server.proto_guard.check_request`: one
+  protobuf cannot decode (past its 100 nested messages, about 33 JSON levels: the gRPC depth
+  bound) or with a non-finite number in its data ends ``INVALID_ARGUMENT`` naming the problem
+  (the SDK would answer ``UNKNOWN``).
 
 Messages larger than the card's ``limits.max_body_bytes`` end ``RESOURCE_EXHAUSTED``; concurrent
 calls, streams per connection and idle connections are bounded (constants below).
@@ -46,8 +48,8 @@ from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.routes.common import StarletteUser
 from a2a.types import AgentInterface, a2a_pb2_grpc
 from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_1_0
-from a2a.utils.errors import A2AError
-from google.protobuf.message import Message
+from a2a.utils.errors import A2AError, InvalidRequestError
+from google.protobuf.message import DecodeError, Message
 from starlette.authentication import AuthenticationError
 
 from node.card import AuthSettings, Credential
@@ -154,37 +156,44 @@ def _refusal(handler: grpc.RpcMethodHandler, reason: str) -> grpc.RpcMethodHandl
 
 
 def _checked(handler: grpc.RpcMethodHandler, abort: _Abort) -> grpc.RpcMethodHandler:
-    """``handler`` with :func:`check_request` run on each request before it."""
-    serializers = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_stream is not None:
-        stream = handler.unary_stream
+    """``handler`` parsing its own requests: a bad one is ``INVALID_ARGUMENT``, not ``UNKNOWN``.
 
-        async def checked_stream(
-            request: Message, context: grpc.aio.ServicerContext
-        ) -> AsyncIterator[Any]:
-            try:
-                check_request(request)
-            except A2AError as error:
-                await abort(error, context)
-            async for item in stream(request, context):
-                yield item
+    A request protobuf cannot decode (too deep for its limit of 100 nested messages, about 33
+    JSON levels, or malformed) and one :func:`check_request` refuses end before the handler.
+    """
+    deserialize = handler.request_deserializer
+    serializer = {"response_serializer": handler.response_serializer}
 
-        return grpc.unary_stream_rpc_method_handler(checked_stream, **serializers)
-    unary = handler.unary_unary
-    if unary is None:  # the A2A services have no client-streaming methods
-        return handler
-
-    async def checked(request: Message, context: grpc.aio.ServicerContext) -> Any:
+    async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
+        try:
+            request: Message = deserialize(raw)
+        except DecodeError as exc:
+            await abort(InvalidRequestError(f"request cannot be decoded: {exc}"), context)
+            raise  # abort raises; this is never reached
         try:
             check_request(request)
         except A2AError as error:
             await abort(error, context)
-        return await unary(request, context)
+        return request
 
-    return grpc.unary_unary_rpc_method_handler(checked, **serializers)
+    if handler.unary_stream is not None:
+        stream = handler.unary_stream
+
+        async def checked_stream(
+            raw: bytes, context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            async for item in stream(await parsed(raw, context), context):
+                yield item
+
+        return grpc.unary_stream_rpc_method_handler(checked_stream, **serializer)
+    unary = handler.unary_unary
+    if unary is None:  # the A2A services have no client-streaming methods
+        return handler
+
+    async def checked(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        return await unary(await parsed(raw, context), context)
+
+    return grpc.unary_unary_rpc_method_handler(checked, **serializer)
 
 
 def _taken(host: str, port: int) -> bool:

@@ -25,9 +25,11 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    Role,
     SendMessageConfiguration,
     SendMessageRequest,
     TaskState,
+    a2a_pb2_grpc,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 
@@ -219,6 +221,23 @@ async def test_credentials_give_the_same_principal_and_capabilities_as_http(
     assert (await client.get_task(GetTaskRequest(id=task.id), context=admin)).id == task.id
 
 
+async def test_a_task_sent_over_http_is_the_same_principals_over_grpc(start_grpc_node, clients):
+    card = await start_grpc_node(auth=AUTH)
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with httpx.AsyncClient(headers=headers, timeout=10.0) as http:
+        config = ClientConfig(
+            streaming=False, httpx_client=http, supported_protocol_bindings=["JSONRPC"]
+        )
+        async with ClientFactory(config).create(card) as over_http:
+            task = await send(over_http, skill_message("admin_only", {}))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    over_grpc = clients(card)
+    fetched = await over_grpc.get_task(GetTaskRequest(id=task.id), context=auth(token=ADMIN_TOKEN))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    with pytest.raises(TaskNotFoundError):
+        await over_grpc.get_task(GetTaskRequest(id=task.id), context=auth(key=READER_KEY))
+
+
 async def test_the_0_3_grpc_service_serves_the_same_node(start_grpc_node, clients):
     card = await start_grpc_node()
     only_0_3 = AgentCard()
@@ -255,3 +274,19 @@ async def test_the_0_3_service_refuses_a_non_finite_number_too(start_grpc_node):
             await v03_grpc.A2AServiceStub(channel).SendMessage(request, timeout=10)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "message.content[0].data.data.arguments.x: NaN" in (refused.value.details() or "")
+
+
+async def test_a_request_too_deep_to_decode_is_invalid_argument(start_grpc_node):
+    address = grpc_interfaces(await start_grpc_node())["1.0"]
+    request = SendMessageRequest()
+    request.message.message_id = "m-deep"
+    request.message.role = Role.ROLE_USER
+    value = request.message.parts.add().data
+    for _ in range(40):  # protobuf decodes at most 100 nested messages (~33 JSON levels)
+        value = value.struct_value.fields["a"]
+    value.number_value = 1
+    async with grpc.aio.insecure_channel(address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(request, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "request cannot be decoded" in (refused.value.details() or "")
