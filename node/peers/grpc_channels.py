@@ -7,10 +7,11 @@ closes them all at shutdown (a peer whose card changes reuses its channel).
 
 A card's gRPC URL may be ``host:port`` (what 0.3 cards and the SDK's samples use),
 ``grpc://host:port``, ``http://…`` (plaintext) or ``grpcs://…`` / ``https://…`` (TLS, system
-roots). Limits: messages up to ``max_message_bytes`` each way, reconnect backoff capped,
-keepalive pings so a dead connection is noticed, and the channel's own retries off (the peer
-client retries transient failures itself, so retries and deadlines are the same on every
-binding). Each call's deadline comes from the call (``ClientCallContext.timeout``).
+roots). Limits: messages up to ``max_message_bytes`` each way, a connection attempt given
+``connect_timeout_s``, reconnect backoff capped, keepalive pings so a dead connection is
+noticed, and the channel's own retries off (the peer client retries transient failures itself,
+so retries and deadlines are the same on every binding). Each call's deadline comes from the
+call (``ClientCallContext.timeout``, and the peer client's own ``asyncio.timeout``).
 """
 
 from __future__ import annotations
@@ -56,13 +57,15 @@ class GrpcChannels:
         *,
         max_message_bytes: int = 16 * 1024 * 1024,
         max_reconnect_backoff_s: float = 5.0,
+        connect_timeout_s: float = 5.0,
         keepalive_s: float = 30.0,
     ) -> None:
         self._options: list[tuple[str, int]] = [
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
+            # gRPC also reads this as the least time one connection attempt may take.
+            ("grpc.min_reconnect_backoff_ms", int(connect_timeout_s * 1000)),
             ("grpc.max_reconnect_backoff_ms", int(max_reconnect_backoff_s * 1000)),
             ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
             ("grpc.keepalive_timeout_ms", 10_000),
