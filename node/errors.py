@@ -37,10 +37,11 @@ kind, see :data:`TOOL_ERRORS`). A :class:`ToolError` is a result for the caller 
 remote agent), never a crash of the node: the runner turns it into an error result whose ``kind``
 is stable and machine-readable.
 
-:class:`node.planning.NeedsInput` is not an error: it is the planner's signal that the caller
-must supply missing arguments, outside the tree.
+:class:`node.planning.InputNeeded` is not an error: it is the planner's signal that the caller
+must say more (``NeedsInput``: missing arguments; ``NeedsChoice``: which skill), outside the tree.
 
-The planning classes live in :mod:`node.planning` (``direct``, ``llm``, ``providers.base``).
+The planning classes live in :mod:`node.planning` (``direct``, ``text``, ``llm``,
+``providers.base``).
 :data:`node.executor.TASK_OUTCOMES` is the one table from each class to the outcome of a task it
 stops (rejected, failed or input-required) and its wire code.
 """
