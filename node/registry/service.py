@@ -279,20 +279,13 @@ class Registry:
         )
         async with self._write:
             now = self.clock()
-            holder = self._index.get(info.agent_id) or await self._refresh(info.agent_id)
+            holder = self._index.get(info.agent_id)
             if holder is not None and self._is_evicted(holder, now):
                 holder = None
             if holder is not None and holder.card == info.card:
-                # the same agent again (a restart, or another replica of one node): no write
-                record = self._beat(holder, now)
-                log.info("agent %s registered again, unchanged, from %s", record.id, url)
-                return record, False
+                return self._again(holder, now, url), False
             if holder is not None and holder.card_url != url:
                 raise self._conflict(info.agent_id, holder.card_url)
-            previous_id = self._index.id_for_url(url)
-            previous = self._index.get(previous_id) if previous_id else None
-            if previous is not None and self._is_evicted(previous, now):
-                previous = None
             record = AgentRecord(
                 id=info.agent_id,
                 card_url=url,
@@ -300,23 +293,30 @@ class Registry:
                 description=info.description,
                 skills=info.skills,
                 card=info.card,
-                registered_at=previous.registered_at if previous else now,
+                registered_at=now,
                 last_seen=now,
             )
             if (reason := self.unservable(record)) is not None:
                 raise InvalidCard(f"the card cannot be served: {reason}")
             try:
-                await self._store.save(
-                    record, origin=self.origin, held_since=now - self.settings.evict_after
+                record, created = await self._store.save(
+                    record, origin=self.origin, live_after=now - self.settings.evict_after
                 )
-            except HeldElsewhere as exc:  # another replica registered it meanwhile
-                await self._refresh(info.agent_id)
+            except HeldElsewhere as exc:  # registered through another replica
+                holder = await self._refresh(info.agent_id)
+                if holder is not None and holder.card == info.card:
+                    return self._again(holder, now, url), False
                 raise self._conflict(info.agent_id, exc.card_url) from None
-            if previous_id is not None and previous_id != record.id:
-                self._index.remove(previous_id)
+            created = created or record.id in self._unreadable  # it replaces an unreadable row
             self._put(record)
         log.info("registered agent %s from %s", record.id, url)
-        return record, previous is None
+        return record, created
+
+    def _again(self, holder: AgentRecord, now: float, url: str) -> AgentRecord:
+        """The same card registered again (a restart, or another replica of one node, perhaps
+        from its own address): a heartbeat, nothing written but the batched time."""
+        log.info("agent %s registered again, unchanged, from %s", holder.id, url)
+        return self._beat(holder, now)
 
     @staticmethod
     def _conflict(agent_id: str, card_url: str) -> Conflict:

@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -206,33 +206,34 @@ class AgentStore:
         return out
 
     async def save(
-        self, record: AgentRecord, *, origin: str, held_since: float | None = None
-    ) -> None:
-        """Insert ``record``, replacing any row with the same id or card URL (one transaction).
-
-        With ``held_since``, raise :class:`HeldElsewhere` instead when another card URL holds
-        the id with a heartbeat after that time (checked under the change lock).
+        self, record: AgentRecord, *, origin: str, live_after: float
+    ) -> tuple[AgentRecord, bool]:
+        """Insert ``record``, replacing any row with the same id or card URL (one transaction,
+        under the change lock). A row for the same card URL with a heartbeat after
+        ``live_after`` keeps its ``registered_at``; returns the record stored and whether it
+        is new. Raises :class:`HeldElsewhere` when another card URL holds the id that recently.
         """
         async with self._changing("save an agent") as conn:
             rows = await conn.execute(
-                select(agents.c.id, agents.c.card_url, agents.c.last_seen).where(
-                    (agents.c.id == record.id) | (agents.c.card_url == record.card_url)
-                )
+                select(
+                    agents.c.id, agents.c.card_url, agents.c.last_seen, agents.c.registered_at
+                ).where((agents.c.id == record.id) | (agents.c.card_url == record.card_url))
             )
-            replaced = []
-            for agent_id, card_url, last_seen in rows:
-                if (
-                    held_since is not None
-                    and agent_id == record.id
-                    and card_url != record.card_url
-                    and last_seen > held_since
-                ):
+            replaced, previous = [], None
+            for agent_id, card_url, last_seen, registered_at in rows:
+                live = last_seen > live_after
+                if agent_id == record.id and card_url != record.card_url and live:
                     raise HeldElsewhere(card_url)
+                if card_url == record.card_url and live:
+                    previous = registered_at
                 replaced.append(agent_id)
+            if previous is not None:
+                record = replace(record, registered_at=previous)
             if replaced:
                 await conn.execute(delete(agents).where(agents.c.id.in_(replaced)))
             await conn.execute(agents.insert().values(**_to_row(record)))
             await self._log(conn, {record.id, *replaced}, origin, record.last_seen)
+        return record, previous is None
 
     async def beat(self, beats: dict[str, float]) -> None:
         """Record heartbeats (id → time) in ONE statement; a row never moves back in time."""
