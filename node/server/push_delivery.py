@@ -78,8 +78,7 @@ async def deliver(
         )
     except GuardError as exc:
         # Refused address, redirect or oversized reply: sending again would not change it.
-        reason = "refused by the URL guard" if "refused" in str(exc) else type(exc).__name__
-        log.warning("push to %s not delivered: %s", where, reason)
+        log.warning("push to %s not delivered: %s", where, _guard_reason(str(exc)))
         return Outcome.GIVE_UP
     except ToolError as exc:  # timeout or transport failure (never the URL in the message)
         log.info("push to %s failed: %s", where, type(exc).__name__)
@@ -92,3 +91,12 @@ async def deliver(
         return Outcome.RETRY
     log.warning("push to %s refused by the receiver: HTTP %d", where, status)
     return Outcome.GIVE_UP
+
+
+def _guard_reason(message: str) -> str:
+    """What the guard refused, without the URL its message may carry."""
+    if "redirects" in message:
+        return "the webhook answered with a redirect (not followed)"
+    if "larger than" in message:
+        return f"the webhook's reply was larger than {MAX_REPLY_BYTES} bytes"
+    return "refused by the URL guard (non-public address or invalid URL)"

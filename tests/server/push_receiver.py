@@ -1,7 +1,8 @@
 """A webhook receiver for push tests: a real Starlette app that records what it is sent.
 
-``Receiver.mode`` decides the answer: ``"ok"`` (204), ``"fail"`` (503) or ``"hang"`` (waits until
-:meth:`Receiver.release`). Every request is recorded before it is answered.
+``Receiver.mode`` decides the answer: ``"ok"`` (204), ``"fail"`` (503), ``"redirect"`` (307 to
+``/hook/elsewhere``) or ``"hang"`` (waits until :meth:`Receiver.release`). Every request is
+recorded before it is answered.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Receiver:
             )
             if self.mode == "hang":
                 await self._released.wait()
+            if self.mode == "redirect":
+                return Response(status_code=307, headers={"location": "/hook/elsewhere"})
             return Response(status_code=503 if self.mode == "fail" else 204)
 
         return Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])])

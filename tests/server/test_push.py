@@ -204,6 +204,18 @@ async def test_a_failing_receiver_is_retried_then_given_up(nodes, http, receiver
     assert events >= 3 and len(hooks.requests) == 3 * events
 
 
+async def test_a_redirect_is_not_followed(nodes, http, receiver, caplog):
+    hooks, hook_url = receiver
+    hooks.mode = "redirect"
+    url, node = await nodes.start()
+    await send(http, url, {"url": f"{hook_url}/hook/first"})
+    assert node.push is not None
+    await eventually(lambda: node.push.dispatcher.pending == 0, what="all given up")
+    assert {r.path for r in hooks.requests} == {"/hook/first"}
+    assert node.push.dispatcher.stats.failed == len(hooks.requests)  # one try each
+    assert "redirect (not followed)" in caplog.text
+
+
 # -- the URL guard -----------------------------------------------------------------------
 
 
