@@ -1,4 +1,5 @@
-"""Plain a2a-sdk (0.3 or 1.x, whichever this venv has): a text message, as its docs show."""
+"""Plain a2a-sdk (0.3 or 1.x, whichever this venv has), as its docs show: 0.3 sends plain text;
+1.x sends text with ``message.metadata.skill`` (the case issue 9's table found refused)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ async def call_1_x(url: str) -> dict[str, Any]:
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
         message = Message(role=Role.ROLE_USER, parts=[Part(text=TEXT)], message_id=uuid.uuid4().hex)
+        message.metadata.update({"skill": "summarize"})
         task_id, reply = "", None
         async for event in client.send_message(SendMessageRequest(message=message)):
             payload = MessageToDict(event)  # streamed: task, status and artifact updates

@@ -48,6 +48,7 @@ class Client:
     requirements: tuple[str, ...]
     script: str
     venv: str
+    install_timeout_s: float = 1800.0
 
 
 CLIENTS = [
@@ -56,7 +57,7 @@ CLIENTS = [
     Client("google-adk", ("google-adk[a2a]",), "adk_client.py", "google-adk"),
     Client("strands-agents", ("strands-agents[a2a]",), "strands_client.py", "strands-agents"),
     Client("beeai-framework", ("beeai-framework[a2a]",), "beeai_client.py", "beeai-framework"),
-    Client("crewai", ("crewai[a2a]",), "crewai_client.py", "crewai"),
+    Client("crewai", ("crewai[a2a]",), "crewai_client.py", "crewai", 3600.0),
 ]
 
 
@@ -121,7 +122,9 @@ async def run_client(client: Client, url: str, log: WireLog) -> dict[str, Any]:
     """Install (cached) and run one client; its row."""
     row: dict[str, Any] = {"client": client.name, "version": "?", "protocol": "", "result": ""}
     try:
-        python = await asyncio.to_thread(cached_venv, client.requirements, client.venv)
+        python = await asyncio.to_thread(
+            cached_venv, client.requirements, client.venv, timeout=client.install_timeout_s
+        )
     except VenvError as exc:
         row["result"] = f"not installed: {str(exc).splitlines()[0]}"
         return row
@@ -150,7 +153,7 @@ async def run_client(client: Client, url: str, log: WireLog) -> dict[str, Any]:
     if "error" in answer:
         row["result"] = f"❌ {answer['error']}"
     else:
-        row["result"] = f"{answer.get('state')}: {json.dumps(answer.get('answer'))[:160]}"
+        row["result"] = f"{answer.get('state')}: {json.dumps(answer.get('answer'))[:100]}"
         row["ok"] = bool(answer.get("answer")) and str(answer.get("state")).lower() not in BAD
     return row
 

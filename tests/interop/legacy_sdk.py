@@ -49,8 +49,13 @@ def python_of(path: Path) -> Path:
     return path / "bin" / "python"
 
 
-def cached_venv(requirements: Sequence[str], name: str = "") -> Path:
-    """The python of a venv with ``requirements`` installed, made now if it is not cached."""
+def cached_venv(
+    requirements: Sequence[str], name: str = "", *, timeout: float = INSTALL_TIMEOUT_S
+) -> Path:
+    """The python of a venv with ``requirements`` installed, made now if it is not cached.
+
+    ``timeout`` bounds the install (seconds); a framework with a large dependency tree needs more.
+    """
     if not requirements:
         raise ValueError("cached_venv needs at least one requirement")
     path = venv_dir(requirements, name)
@@ -60,7 +65,7 @@ def cached_venv(requirements: Sequence[str], name: str = "") -> Path:
     with open(f"{path}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
         if not (path / _COMPLETE).exists():
-            _build(path, requirements)
+            _build(path, requirements, timeout)
     return python_of(path)
 
 
@@ -69,18 +74,16 @@ def legacy_python() -> Path:
     return cached_venv(LEGACY_REQUIREMENTS, "a2a-sdk-0.3")
 
 
-def _build(path: Path, requirements: Sequence[str]) -> None:
+def _build(path: Path, requirements: Sequence[str], timeout: float) -> None:
     shutil.rmtree(path, ignore_errors=True)  # a build that died half-way
     venv.EnvBuilder(with_pip=True, clear=True).create(path)
     command = [str(python_of(path)), "-m", "pip", "install", "--quiet", *requirements]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise VenvError(
-            f"installing {list(requirements)} took over {INSTALL_TIMEOUT_S:.0f} s "
-            "(is the package index reachable?)"
+            f"installing {list(requirements)} took over {timeout:.0f} s "
+            "(a slow or unreachable package index, or a large dependency tree)"
         ) from exc
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
