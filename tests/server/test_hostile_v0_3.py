@@ -235,3 +235,22 @@ async def test_0_3_agent_role_and_bad_ids_are_refused(node: httpx.AsyncClient) -
     for message in (msg(role="agent"), msg(contextId=NUL), msg(messageId=LONG)):
         answer = await send_v03(node, message)
         assert answer["error"]["code"] == -32602, answer
+
+
+async def test_0_3_push_configs_pass_the_ssrf_guard(node: httpx.AsyncClient) -> None:  # noqa: F811
+    """A 0.3 webhook to a non-public address is refused like a 1.0 one (-32602), both ways in."""
+    metadata_url = "http://169.254.169.254/latest/meta-data/"
+    send = {"message": msg(), "configuration": {"pushNotificationConfig": {"url": metadata_url}}}
+    answer = (await node.post("/", json=rpc_body("message/send", send))).json()
+    assert answer["error"]["code"] == -32602, answer
+
+    task = (await send_v03(node, msg()))["result"]
+    config = {"taskId": task["id"], "pushNotificationConfig": {"url": metadata_url}}
+    answer = (
+        await node.post("/", json=rpc_body("tasks/pushNotificationConfig/set", config))
+    ).json()
+    assert answer["error"]["code"] == -32602, answer
+
+
+def rpc_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
