@@ -24,7 +24,7 @@ One interceptor is the gRPC edge, the counterpart of the HTTP middleware:
   (the SDK would answer ``UNKNOWN``).
 
 Messages larger than the card's ``limits.max_body_bytes`` end ``RESOURCE_EXHAUSTED``; concurrent
-calls, streams per connection and idle connections are bounded (constants below).
+calls and idle connections are bounded (constants below).
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ __all__ = ["GrpcBinding", "grpc_address", "grpc_interfaces"]
 log = logging.getLogger(__name__)
 
 MAX_CONCURRENT_RPCS = 1024  # calls in progress, streams included; beyond: RESOURCE_EXHAUSTED
-MAX_STREAMS_PER_CONNECTION = 100
+# No per-connection stream limit: gRPC clients do not queue past one, they fail the extra calls
+# (REFUSED_STREAM, seen as UNAVAILABLE); MAX_CONCURRENT_RPCS bounds the server instead.
 MAX_CONNECTION_IDLE_MS = 5 * 60 * 1000
 STOP_GRACE_S = 5.0  # how long calls in progress may finish when the node stops
 V1_SERVICE = "lf.a2a.v1.A2AService"
@@ -251,7 +252,6 @@ class GrpcBinding:
             options=[
                 ("grpc.so_reuseport", 0),  # a port in use is an error, never shared
                 ("grpc.max_receive_message_length", self._max_message_bytes),
-                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
                 ("grpc.max_connection_idle_ms", MAX_CONNECTION_IDLE_MS),
             ],
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,

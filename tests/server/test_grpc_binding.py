@@ -6,6 +6,7 @@ server on an ephemeral loopback port that the card advertises.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -153,6 +154,13 @@ async def test_streaming_send_reports_working_then_completed(start_grpc_node, cl
     states = [e.status_update.status.state for e in events if e.HasField("status_update")]
     assert TaskState.TASK_STATE_WORKING in states
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_many_concurrent_sends_on_one_channel_all_complete(start_grpc_node, clients):
+    client = clients(await start_grpc_node(server={"store": "memory"}))
+    messages = [skill_message("calculate", {"expression": f"{i} * 3"}) for i in range(200)]
+    tasks = await asyncio.gather(*(send(client, m) for m in messages))
+    assert [artifacts_of(t) for t in tasks] == [{"calculate": [i * 3]} for i in range(200)]
 
 
 async def test_cancel_a_running_task(start_grpc_node, clients):
