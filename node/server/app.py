@@ -40,6 +40,7 @@ from node.server.push import NodePush, build_push
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.server.v0_3 import v0_3_rest_routes
+from node.store.cluster import cluster_for
 from node.store.factory import open_task_store
 from node.tooling import Tool
 from node.urls import http_url
@@ -125,9 +126,11 @@ def build_node_app(
     )
     task_store = open_task_store(store or card.server.store, data_dir)
     push = state.push = build_push(card, task_store)  # configs beside the tasks
+    cluster = cluster_for(task_store)  # versioned writes and cross-replica events (SQL stores)
     handler = NodeRequestHandler(
         agent_executor=executor,
-        task_store=task_store,
+        task_store=task_store if cluster is None else cluster.store,
+        event_stream=None if cluster is None else cluster.stream,
         agent_card=current_card(),
         interrupted_task_timeout=card.limits.interrupted_task_timeout_s,
         send_window_s=card.limits.send_window_s,
@@ -154,6 +157,9 @@ def build_node_app(
     async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, object]]:
         async with contextlib.AsyncExitStack() as stack:
             runtime = await NodeRuntime.open(stack, card, public_url, task_store, node_tools.peers)
+            if cluster is not None:  # closes after the handler's tasks have ended
+                await cluster.start()
+                stack.push_async_callback(cluster.aclose)
             if push is not None:  # the dispatcher closes after the handler's tasks have ended
                 await push.open(stack)
             node_tools.mcp.start()  # one supervisor task per MCP server; nothing waits for them

@@ -74,6 +74,7 @@ from node.server.lean_path import LeanPath
 from node.store.ids import check_id
 from node.store.sends import SendIndex
 from node.store.terminal import TerminalTaskError
+from node.store.versioned import VersionedStore
 
 DEFAULT_SEND_WINDOW_S = 24 * 3600.0
 SETTLED = TERMINAL | INTERRUPTED
@@ -120,7 +121,7 @@ class NodeRequestHandler(DefaultRequestHandler):
     def __init__(
         self,
         agent_executor: AgentExecutor,
-        task_store: TaskStore,
+        task_store: TaskStore | VersionedStore,
         agent_card: AgentCard,
         *,
         send_window_s: float = DEFAULT_SEND_WINDOW_S,
@@ -133,18 +134,21 @@ class NodeRequestHandler(DefaultRequestHandler):
         if send_window_s <= 0:
             raise ValueError("send_window_s must be greater than 0")
         self.send_window_s = send_window_s
-        self._tasks = task_store
-        self._owner_of = getattr(task_store, "owner_resolver", resolve_user_scope)
+        # The cluster seam (node.store.cluster): the SDK writes through the versioned view, the
+        # idempotency checks and the lean path use the plain store under it.
+        plain = task_store.store if isinstance(task_store, VersionedStore) else task_store
+        self._tasks: TaskStore = plain
+        self._owner_of = getattr(plain, "owner_resolver", resolve_user_scope)
         self._in_flight: dict[Key, asyncio.Event] = {}
         self.lean: LeanPath | None = None
         if (
             lean_path
             and isinstance(agent_executor, NodeExecutor)
-            and not isinstance(task_store, VersionedTaskStore)
+            and not isinstance(plain, VersionedTaskStore)
         ):
             self.lean = LeanPath(
                 agent_executor,
-                task_store,
+                plain,
                 agent_card,
                 self._request_context_builder,
                 check_input_modes=self._validate_input_modes,

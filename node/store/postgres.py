@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+from a2a.server.cluster import ConcurrentTaskModificationError
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
@@ -38,6 +40,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import StoreError
+from node.protocol import TERMINAL
 from node.store.ids import check_id, check_owner
 from node.store.lifecycle import NodeTaskStore
 from node.store.recovery import DEFAULT_REASON, failed_task
@@ -45,16 +48,22 @@ from node.store.sql import (
     LIVE_STATES,
     ROW_WIDTH,
     build_list_query,
+    cas_insert_sql,
+    cas_update_sql,
     check_list_params,
     check_table_name,
+    events_after_sql,
     find_by_message_sql,
     page_response,
     parse_token,
+    prune_events_sql,
+    prune_tasks_sql,
     task_row,
     task_ts_ns,
     upsert_sql,
 )
 from node.store.terminal import TerminalTaskError
+from node.store.versioned import EventRows
 
 log = logging.getLogger(__name__)
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
@@ -90,6 +99,9 @@ class PostgresTaskStore(NodeTaskStore):
         self._select_ts = f"SELECT ts_ns FROM {t} WHERE owner = $1 AND id = $2"
         self._delete = f"DELETE FROM {t} WHERE owner = $1 AND id = $2"
         self._by_message = find_by_message_sql(t, "$")
+        self._select_versioned = f"SELECT data, version FROM {t} WHERE owner = $1 AND id = $2"
+        self._events_after = events_after_sql(t, "$")
+        self.channel = self.cancel_channel = ""  # NOTIFY channels, named on connect
 
     def _schema(self) -> str:
         t = self.table
@@ -98,7 +110,13 @@ class PostgresTaskStore(NodeTaskStore):
                 owner TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
                 context_id TEXT NOT NULL, state INTEGER NOT NULL, ts_ns BIGINT,
                 data BYTEA NOT NULL, message_id TEXT COLLATE "C", created_ns BIGINT,
+                version BIGINT NOT NULL DEFAULT 1,
                 PRIMARY KEY (owner, id));
+            CREATE TABLE IF NOT EXISTS {t}_events (
+                task_id TEXT COLLATE "C" NOT NULL, seq BIGINT NOT NULL,
+                owner TEXT COLLATE "C" NOT NULL, data BYTEA NOT NULL, created_ns BIGINT NOT NULL,
+                PRIMARY KEY (task_id, seq, owner));
+            CREATE INDEX IF NOT EXISTS {t}_events_by_time ON {t}_events (created_ns);
             CREATE INDEX IF NOT EXISTS {t}_by_time ON {t} (owner, ts_ns DESC NULLS LAST, id DESC);
             CREATE INDEX IF NOT EXISTS {t}_by_context ON {t} (owner, context_id);
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
@@ -115,14 +133,15 @@ class PostgresTaskStore(NodeTaskStore):
         """Add the columns a table created by an older version lacks (only when missing)."""
         have = await conn.fetchval(
             "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)"
-            " AND attname IN ('message_id', 'created_ns') AND NOT attisdropped",
+            " AND attname IN ('message_id', 'created_ns', 'version') AND NOT attisdropped",
             self.table,
         )
-        if have < 2:
+        if have < 3:
             t = self.table
             await conn.execute(
                 f'ALTER TABLE {t} ADD COLUMN IF NOT EXISTS message_id TEXT COLLATE "C",'
-                " ADD COLUMN IF NOT EXISTS created_ns BIGINT"
+                " ADD COLUMN IF NOT EXISTS created_ns BIGINT,"
+                " ADD COLUMN IF NOT EXISTS version BIGINT NOT NULL DEFAULT 1"
             )
 
     async def initialize(self) -> None:
@@ -159,6 +178,8 @@ class PostgresTaskStore(NodeTaskStore):
             self._lock_key = await conn.fetchval(
                 "SELECT hashtext(current_schema() || '.' || lower($1))", self.table
             )
+        suffix = f"{self._lock_key & 0xFFFFFFFF:08x}"  # schema and table: one channel per table
+        self.channel, self.cancel_channel = f"a2a_events_{suffix}", f"a2a_cancel_{suffix}"
         presence = await asyncpg.connect(self.dsn)
         try:
             await presence.execute(
@@ -252,6 +273,74 @@ class PostgresTaskStore(NodeTaskStore):
             rows = await conn.fetch(q.page_sql, *q.page_args)
         return page_response(rows, total, q.limit)
 
+    # -- versioned writes (node.store.versioned) --------------------------------------------
+
+    def _cas_sql(self, *, prev: int, cancel: bool) -> tuple[str, int]:
+        """One statement: the write, its event row and the NOTIFY; and its base arg count."""
+        t = self.table
+        if cancel:
+            base, n = cas_update_sql(t, "$", cancel=True), 6
+        elif prev == 0:
+            base, n = cas_insert_sql(t, "$"), ROW_WIDTH
+        else:
+            base, n = cas_update_sql(t, "$", cancel=False), 7
+        ev, now, chan, cancel_chan = (f"${n + i}" for i in range(1, 5))
+        notify = f"pg_notify({chan}, $2)" + (f", pg_notify({cancel_chan}, $2)" if cancel else "")
+        return (
+            f"WITH w AS ({base}),"
+            f" e AS (INSERT INTO {t}_events (owner, task_id, seq, data, created_ns)"
+            f" SELECT $1, $2, version, {ev}, {now} FROM w WHERE {ev}::bytea IS NOT NULL)"
+            f" SELECT version, {notify} FROM w",
+            n,
+        )
+
+    async def cas_save(
+        self, task: Task, owner: str, *, prev: int, cancel: bool, event: bytes | None
+    ) -> int:
+        """Write ``task`` as version ``prev + 1``, its event row and a NOTIFY, in one statement.
+
+        Cancel also notifies the cancel channel, which the replica running the task listens to.
+        """
+        row = task_row(task, owner)
+        sql, n = self._cas_sql(prev=prev, cancel=cancel)
+        args = row if n == ROW_WIDTH else (*row[:6], prev)[:n]  # n: 8 insert, 7 update, 6 cancel
+        extra = (event, time.time_ns(), self.channel)
+        async with self._conn() as conn:
+            version = await conn.fetchval(
+                sql, *args, *extra, *((self.cancel_channel,) if cancel else ())
+            )
+            if version is not None:
+                return int(version)
+            stored = await conn.fetchval(self._select, owner, task.id)
+        if stored is not None and Task.FromString(stored).status.state in TERMINAL:
+            raise TerminalTaskError(task.id, task.status.state)
+        raise ConcurrentTaskModificationError(task.id)
+
+    async def get_versioned(self, task_id: str, owner: str) -> tuple[Task, int] | None:
+        """The owner's task ``task_id`` with its version, or ``None``."""
+        check_owner(owner)
+        check_id(task_id, "id")
+        async with self._conn() as conn:
+            found = await conn.fetchrow(self._select_versioned, owner, task_id)
+        return None if found is None else (Task.FromString(found[0]), int(found[1]))
+
+    async def read_events(self, task_id: str, after: int) -> EventRows:
+        """``(seq, event)`` rows of ``task_id`` after ``after``, in order."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(self._events_after, task_id, after)
+        return [(int(seq), bytes(data)) for seq, data in rows]
+
+    async def prune(self, *, events_before_ns: int, tasks_before_ns: int | None) -> int:
+        """Delete event rows and (if given) terminal tasks older than the cut-offs; returns rows."""
+        t = self.table
+        async with self._conn() as conn:
+            done = await conn.execute(prune_events_sql(t, "$"), events_before_ns)
+            count = int(done.split()[-1])
+            if tasks_before_ns is not None:
+                done = await conn.execute(prune_tasks_sql(t, "$"), tasks_before_ns)
+                count += int(done.split()[-1])
+        return count
+
     async def other_replicas(self) -> int:
         """How many other processes hold this table's replica lock."""
         await self._connect()
@@ -307,7 +396,8 @@ class PostgresTaskStore(NodeTaskStore):
                 blob = task.SerializeToString()
                 updates.append((task.status.state, task_ts_ns(task), blob, owner, task.id))
             await conn.executemany(
-                f"UPDATE {t} SET state = $1, ts_ns = $2, data = $3 WHERE owner = $4 AND id = $5",
+                f"UPDATE {t} SET state = $1, ts_ns = $2, data = $3, version = version + 1"
+                " WHERE owner = $4 AND id = $5",
                 updates,
             )
         return len(updates)

@@ -85,14 +85,15 @@ ROW_WIDTH = 8
 def upsert_sql(table: str, values: str) -> str:
     """Insert or update rows ``values``; a terminal row changes only to identical data.
 
-    ``RETURNING owner, id`` lists the rows written, so a missing row is a refused save.
+    ``RETURNING owner, id`` lists the rows written, so a missing row is a refused save. A new
+    row gets version 1 (the column's default), an updated one its version + 1.
     """
     t = table
     return (
         f"INSERT INTO {t} (owner, id, context_id, state, ts_ns, data, message_id, created_ns)"
         f" VALUES {values} ON CONFLICT (owner, id) DO UPDATE SET"
         " context_id = excluded.context_id, state = excluded.state,"
-        " ts_ns = excluded.ts_ns, data = excluded.data"
+        f" ts_ns = excluded.ts_ns, data = excluded.data, version = {t}.version + 1"
         f" WHERE {t}.state NOT IN ({TERMINAL_STATES_SQL}) OR {t}.data = excluded.data"
         " RETURNING owner, id"
     )
@@ -212,4 +213,55 @@ def page_response(rows: Sequence[Sequence[Any]], total: int, limit: int) -> List
         total_size=total,
         next_page_token=token,
         page_size=limit,
+    )
+
+
+# -- versioned writes (node.store.versioned) ------------------------------------------------
+
+
+def cas_insert_sql(table: str, p: str) -> str:
+    """Create the row of :func:`task_row` (args 1-8) at version 1; no row returned if it exists."""
+    args = ", ".join(f"{p}{i}" for i in range(1, ROW_WIDTH + 1))
+    return (
+        f"INSERT INTO {table} (owner, id, context_id, state, ts_ns, data, message_id, created_ns,"
+        f" version) VALUES ({args}, 1) ON CONFLICT (owner, id) DO NOTHING RETURNING version"
+    )
+
+
+def cas_update_sql(table: str, p: str, *, cancel: bool) -> str:
+    """Update a live row to args 3-6 (of :func:`task_row`); unless ``cancel``, only at version 7.
+
+    Returns the new version, or no row when the stored task is terminal, absent or newer.
+    """
+    check = "" if cancel else f" AND version = {p}7"
+    return (
+        f"UPDATE {table} SET context_id = {p}3, state = {p}4, ts_ns = {p}5, data = {p}6,"
+        f" version = version + 1 WHERE owner = {p}1 AND id = {p}2"
+        f" AND state NOT IN ({TERMINAL_STATES_SQL}){check} RETURNING version"
+    )
+
+
+def event_insert_sql(table: str, p: str) -> str:
+    """Append one event row ``(owner, task_id, seq, data, created_ns)`` = args 1-5."""
+    return (
+        f"INSERT INTO {table}_events (owner, task_id, seq, data, created_ns)"
+        f" VALUES ({p}1, {p}2, {p}3, {p}4, {p}5)"
+    )
+
+
+def events_after_sql(table: str, p: str) -> str:
+    """The events of task 1 with ``seq`` above 2, in order."""
+    return f"SELECT seq, data FROM {table}_events WHERE task_id = {p}1 AND seq > {p}2 ORDER BY seq"
+
+
+def prune_events_sql(table: str, p: str) -> str:
+    """Delete the event rows written before 1 (ns)."""
+    return f"DELETE FROM {table}_events WHERE created_ns < {p}1"
+
+
+def prune_tasks_sql(table: str, p: str) -> str:
+    """Delete the terminal tasks last changed before 1 (ns)."""
+    return (
+        f"DELETE FROM {table} WHERE state IN ({TERMINAL_STATES_SQL})"
+        f" AND COALESCE(ts_ns, created_ns, 0) < {p}1"
     )

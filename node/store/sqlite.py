@@ -51,6 +51,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from a2a.server.cluster import ConcurrentTaskModificationError
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
@@ -58,6 +59,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor
 
 from node.errors import ConfigError, StoreError
+from node.protocol import TERMINAL
 from node.store.ids import check_id, check_owner
 from node.store.lifecycle import NodeTaskStore
 from node.store.recovery import DEFAULT_REASON, failed_task
@@ -65,17 +67,24 @@ from node.store.sql import (
     LIVE_STATES,
     ROW_WIDTH,
     build_list_query,
+    cas_insert_sql,
+    cas_update_sql,
     check_list_params,
     check_table_name,
+    event_insert_sql,
+    events_after_sql,
     find_by_message_sql,
     page_response,
     parse_token,
+    prune_events_sql,
+    prune_tasks_sql,
     task_row,
     task_ts_ns,
     upsert_sql,
 )
-from node.store.sqlite_writer import Row, SqliteWriter
+from node.store.sqlite_writer import Cas, Row, SqliteWriter
 from node.store.terminal import TerminalTaskError
+from node.store.versioned import EventRows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -113,6 +122,12 @@ class SqliteTaskStore(NodeTaskStore):
         self._select_ts = f"SELECT ts_ns FROM {t} WHERE owner = ? AND id = ?"
         self._delete = f"DELETE FROM {t} WHERE owner = ? AND id = ?"
         self._by_message = find_by_message_sql(t, "?")
+        self._select_versioned = f"SELECT data, version FROM {t} WHERE owner = ? AND id = ?"
+        self._cas_insert = cas_insert_sql(t, "?")
+        self._cas_update = cas_update_sql(t, "?", cancel=False)
+        self._cas_cancel = cas_update_sql(t, "?", cancel=True)
+        self._event_insert = event_insert_sql(t, "?")
+        self._events_after = events_after_sql(t, "?")
 
     def _schema(self, conn: sqlite3.Connection) -> str:
         t = self.table
@@ -123,13 +138,20 @@ class SqliteTaskStore(NodeTaskStore):
             if columns and "message_id" not in columns
             else ""
         )
+        if columns and "version" not in columns:
+            migrate += f" ALTER TABLE {t} ADD COLUMN version INTEGER NOT NULL DEFAULT 1;"
         return f"""
             CREATE TABLE IF NOT EXISTS {t} (
                 owner TEXT NOT NULL, id TEXT NOT NULL, context_id TEXT NOT NULL,
                 state INTEGER NOT NULL, ts_ns INTEGER, data BLOB NOT NULL,
-                message_id TEXT, created_ns INTEGER,
+                message_id TEXT, created_ns INTEGER, version INTEGER NOT NULL DEFAULT 1,
                 PRIMARY KEY (owner, id));
             {migrate}
+            CREATE TABLE IF NOT EXISTS {t}_events (
+                task_id TEXT NOT NULL, seq INTEGER NOT NULL, owner TEXT NOT NULL,
+                data BLOB NOT NULL, created_ns INTEGER NOT NULL,
+                PRIMARY KEY (task_id, seq, owner)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS {t}_events_by_time ON {t}_events (created_ns);
             CREATE INDEX IF NOT EXISTS {t}_by_time ON {t} (owner, ts_ns DESC, id DESC);
             CREATE INDEX IF NOT EXISTS {t}_by_context ON {t} (owner, context_id);
             CREATE INDEX IF NOT EXISTS {t}_live ON {t} (state) WHERE state IN ({LIVE_STATES});
@@ -273,6 +295,55 @@ class SqliteTaskStore(NodeTaskStore):
         total = self._read(q.count_sql, q.count_args)[0][0]
         return page_response(self._read(q.page_sql, q.page_args), total, q.limit)
 
+    # -- versioned writes (node.store.versioned) --------------------------------------------
+
+    async def cas_save(
+        self, task: Task, owner: str, *, prev: int, cancel: bool, event: bytes | None
+    ) -> int:
+        """Write ``task`` as version ``prev + 1`` and its event row (``node.store.versioned``)."""
+        row = task_row(task, owner)
+        if cancel:
+            sql, args = self._cas_cancel, row[:6]
+        elif prev == 0:
+            sql, args = self._cas_insert, row
+        else:
+            sql, args = self._cas_update, (*row[:6], prev)
+        writer = self._writer or self._open()[1]
+        try:
+            version = await writer.cas(Cas(sql, args, self._event_insert, event))
+        except sqlite3.Error as exc:
+            raise StoreError(f"task store failed: {exc}") from exc
+        if version is None:
+            raise self._refused_cas(task, owner)
+        return version
+
+    def _refused_cas(self, task: Task, owner: str) -> ConcurrentTaskModificationError:
+        found = self._read(self._select_versioned, (owner, task.id))
+        if found and Task.FromString(found[0][0]).status.state in TERMINAL:
+            return TerminalTaskError(task.id, task.status.state)
+        return ConcurrentTaskModificationError(task.id)
+
+    async def get_versioned(self, task_id: str, owner: str) -> tuple[Task, int] | None:
+        """The owner's task ``task_id`` with its version, or ``None``."""
+        rows = self._read(self._select_versioned, (check_owner(owner), check_id(task_id, "id")))
+        return (Task.FromString(rows[0][0]), rows[0][1]) if rows else None
+
+    async def read_events(self, task_id: str, after: int) -> EventRows:
+        """``(seq, event)`` rows of ``task_id`` after ``after``, in order."""
+        return [(seq, data) for seq, data in self._read(self._events_after, (task_id, after))]
+
+    async def prune(self, *, events_before_ns: int, tasks_before_ns: int | None) -> int:
+        """Delete event rows and (if given) terminal tasks older than the cut-offs; returns rows."""
+        t = self.table
+
+        def run(conn: sqlite3.Connection) -> int:
+            count = conn.execute(prune_events_sql(t, "?"), (events_before_ns,)).rowcount
+            if tasks_before_ns is not None:
+                count += conn.execute(prune_tasks_sql(t, "?"), (tasks_before_ns,)).rowcount
+            return int(count)
+
+        return await self._write(run)
+
     async def fail_orphaned(self, reason: str = DEFAULT_REASON) -> int:
         """Set every SUBMITTED/WORKING task (all owners) to FAILED; returns how many."""
         return await self._write(lambda conn: self._fail_orphaned(conn, reason))
@@ -288,7 +359,8 @@ class SqliteTaskStore(NodeTaskStore):
                 blob = task.SerializeToString()
                 updates.append((task.status.state, task_ts_ns(task), blob, owner, task.id))
             conn.executemany(
-                f"UPDATE {t} SET state = ?, ts_ns = ?, data = ? WHERE owner = ? AND id = ?",
+                f"UPDATE {t} SET state = ?, ts_ns = ?, data = ?, version = version + 1"
+                " WHERE owner = ? AND id = ?",
                 updates,
             )
             conn.execute("COMMIT")

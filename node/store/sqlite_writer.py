@@ -19,6 +19,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -28,12 +29,27 @@ Row = tuple[Any, ...]
 MAX_ROWS = 500  # rows per multi-row statement (6 variables each, well under SQLite's limit)
 
 
+@dataclass(slots=True, frozen=True)
+class Cas:
+    """A compare-and-set write: ``sql`` returns the new version or no row; then ``event``.
+
+    ``args`` start with ``(owner, task_id)``; the event row is ``event_sql`` with
+    ``(owner, task_id, version, event, now_ns)``.
+    """
+
+    sql: str
+    args: Row
+    event_sql: str
+    event: bytes | None
+
+
 @dataclass(slots=True)
 class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     row: Row | None = None  # an upsert row, or …
-    fn: Callable[[sqlite3.Connection], Any] | None = None  # … any other work
+    fn: Callable[[sqlite3.Connection], Any] | None = None  # … any other work, or …
+    cas: Cas | None = None  # … a compare-and-set write
     result: Any = None
     error: BaseException | None = field(default=None)
 
@@ -73,6 +89,13 @@ class SqliteWriter:
     async def upsert(self, row: Row) -> None:
         """Insert or update one row; returns once committed."""
         await self._submit(row, None)
+
+    async def cas(self, cas: Cas) -> int | None:
+        """Run one compare-and-set write; its new version, or ``None`` when it was refused."""
+        future = asyncio.get_running_loop().create_future()
+        self._jobs.put(_Job(asyncio.get_running_loop(), future, cas=cas))
+        result: int | None = await future
+        return result
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in the writer thread (``fn`` opens a transaction if it needs one)."""
@@ -116,6 +139,12 @@ class SqliteWriter:
             if end > start:  # consecutive upserts of distinct keys: one statement, one transaction
                 self._upsert(batch[start:end])
                 start = end
+                continue
+            while end < len(batch) and batch[end].cas is not None:
+                end += 1
+            if end > start:  # consecutive compare-and-set writes: one transaction
+                self._cas(batch[start:end])
+                start = end
             else:
                 job = batch[start]
                 try:
@@ -136,3 +165,22 @@ class SqliteWriter:
         for job, row in zip(run, rows, strict=True):
             if row[:2] not in written:
                 job.error = self._refused(row)
+
+    def _cas(self, run: list[_Job]) -> None:
+        conn = self._conn
+        now = time.time_ns()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in run:
+                cas = job.cas
+                assert cas is not None
+                found = conn.execute(cas.sql, cas.args).fetchone()
+                job.result = None if found is None else found[0]
+                if found is not None and cas.event is not None:
+                    conn.execute(cas.event_sql, (*cas.args[:2], found[0], cas.event, now))
+            conn.execute("COMMIT")
+        except Exception as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for job in run:
+                job.result, job.error = None, exc

@@ -105,7 +105,7 @@ async def drop_pg_table(table: str) -> None:
 
     conn = await asyncpg.connect(PG_URL)
     try:
-        await conn.execute(f"DROP TABLE IF EXISTS {table}")
+        await conn.execute(f"DROP TABLE IF EXISTS {table}, {table}_events")
     finally:
         await conn.close()
 
