@@ -141,3 +141,15 @@ def test_k8s_registry_and_kustomization_list_every_object() -> None:
     kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
     listed = {Path(r).stem for r in kustomization["resources"]}
     assert listed == {"registry", *NODES}
+
+
+def test_the_image_exposes_every_http_and_grpc_port() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    (line,) = [line for line in dockerfile.splitlines() if line.startswith("EXPOSE ")]
+    exposed = {int(port) for port in line.split()[1:]}
+    assert exposed == {
+        SPEC.registry.port,
+        SPEC.registry.grpc_port,
+        *(port for port, _ in NODES.values()),
+        *GRPC.values(),
+    }
