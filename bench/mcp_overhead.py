@@ -8,13 +8,18 @@ server ``tools/mcp_servers/units.py`` (stdio, spawned by the node), and it serve
 From this process, sequentially, after 20 warm-up calls each, ``--calls`` calls of:
 
 1. ``convert_length`` on the same MCP server spawned here (``mcp.Client``, stdio): the floor;
+   1b. the same server through the node's tool layer in this process (``McpToolset`` + its
+   supervisor + ``ToolRunner``: validation, link, result rendering), no HTTP;
 2. ``mcp_units_convert_length`` through the node by A2A ``SendMessage`` (blocking, JSON-RPC):
    A2A + task + MCP;
 3. ``calculate`` through the node by A2A ``SendMessage``: the node without MCP;
 4. ``calculate`` through the node's ``/mcp`` (``mcp.Client``, streamable HTTP);
 5. ``mcp_units_convert_length`` through the node's ``/mcp``: MCP in, A2A task, MCP out.
 
-Prints p50 and p99 in milliseconds of each.
+Prints p50 and p99 in milliseconds of each. A blocking SendMessage of a cheap inline tool
+(``calculate``) takes the node's lean path; an MCP tool (it waits on I/O) and every ``/mcp`` call
+(a stream, for progress) take the SDK's task machinery; ``--no-lean`` turns the lean path off so
+row 3 runs on the same machinery as rows 2, 4 and 5.
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from node.card import McpServer  # noqa: E402
 from node.client import NodeClient  # noqa: E402
+from node.mcp import McpToolset  # noqa: E402
+from node.tooling import ToolCall, ToolContext, ToolRunner  # noqa: E402
 
 
 def free_port() -> int:
@@ -74,7 +82,7 @@ async def wait_ready(url: str) -> None:
     raise SystemExit("the node did not become ready")
 
 
-async def main(calls: int) -> None:
+async def main(calls: int, lean: bool) -> None:
     card = yaml.safe_load((ROOT / "cards" / "units.yaml").read_text())
     card["tools"] = ["calculate"]
     port = free_port()
@@ -86,7 +94,8 @@ async def main(calls: int) -> None:
         node = subprocess.Popen(
             [sys.executable, "-m", "node.cli", "serve", str(card_path), "--port", str(port),
              "--store", "memory", "--data-dir", tmp],
-            cwd=ROOT, env={**os.environ, "PYTHON": sys.executable},
+            cwd=ROOT, env={**os.environ, "PYTHON": sys.executable,
+                           "A2A_NODE_LEAN_PATH": "1" if lean else "0"},
         )  # fmt: skip
         try:
             await wait_ready(url)
@@ -99,6 +108,21 @@ async def main(calls: int) -> None:
                     lambda: direct.call_tool("convert_length", length),
                     calls,
                 )
+            entry = McpServer(
+                name="units", command=sys.executable, args=["tools/mcp_servers/units.py"]
+            )
+            toolset = McpToolset([entry])
+            toolset.start()
+            await toolset.wait_settled(30)
+            runner, ctx = ToolRunner(toolset), ToolContext()
+            try:
+                await timed(
+                    "1b. the same through the node's tool layer (McpToolset)",
+                    lambda: runner.run([ToolCall("mcp_units_convert_length", length)], ctx),
+                    calls,
+                )
+            finally:
+                await toolset.aclose()
             async with NodeClient.connect(url, streaming=False) as a2a:
                 await timed(
                     "2. MCP tool through the node (A2A SendMessage)",
@@ -129,4 +153,10 @@ async def main(calls: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=300)
-    asyncio.run(main(parser.parse_args().calls))
+    parser.add_argument(
+        "--no-lean",
+        action="store_true",
+        help="turn the node's lean path off (A2A_NODE_LEAN_PATH=0)",
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.calls, not args.no_lean))
