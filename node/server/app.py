@@ -138,6 +138,9 @@ def build_node_app(
         **(push.handler_kwargs() if push is not None else {}),
     )
 
+    if cluster is not None:  # a cancel through another replica stops the task here
+        cluster.on_cancel(handler.stop_canceled)
+
     if card.server.grpc_port is not None:
         grpc = state.grpc = GrpcBinding(
             handler,

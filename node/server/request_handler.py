@@ -140,6 +140,7 @@ class NodeRequestHandler(DefaultRequestHandler):
         self._tasks: TaskStore = plain
         self._owner_of = getattr(plain, "owner_resolver", resolve_user_scope)
         self._in_flight: dict[Key, asyncio.Event] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
         self.lean: LeanPath | None = None
         if (
             lean_path
@@ -207,6 +208,27 @@ class NodeRequestHandler(DefaultRequestHandler):
         except TerminalTaskError as exc:
             raise TaskNotCancelableError(message=str(exc)) from exc
         return task
+
+    def stop_canceled(self, task_id: str) -> None:
+        """Another replica canceled ``task_id``: stop its executor and tools if it runs here.
+
+        The store already holds CANCELED (final), so the executor's next save is refused either
+        way; this makes the stop immediate instead of waiting for that save.
+        """
+        stop = asyncio.get_running_loop().create_task(self._stop_canceled(task_id))
+        self._stopping.add(stop)
+        stop.add_done_callback(self._stopping.discard)
+
+    async def _stop_canceled(self, task_id: str) -> None:
+        active = await self._active_task_registry.get(task_id)
+        if active is None or active.is_finished:
+            return
+        # ActiveTask.cancel needs the task owner's context: the one its request runs under.
+        context = active._task_manager._call_context
+        if context is None:
+            return
+        with contextlib.suppress(Exception):  # it ended meanwhile: nothing to stop
+            await active.cancel(context)
 
     # -- retries ----------------------------------------------------------------------------
 

@@ -38,6 +38,11 @@ class Cluster:
     task_retention_s: float | None = None
     _pruner: asyncio.Task[None] | None = field(default=None, init=False)
 
+    def on_cancel(self, stop: Callable[[str], None]) -> None:
+        """Call ``stop(task_id)`` for each task canceled through another replica (PostgreSQL)."""
+        if hasattr(self.stream, "on_cancel"):
+            self.stream.on_cancel = stop
+
     async def start(self) -> None:
         """Start listening (PostgreSQL) and the retention job; the task store must be open."""
         start = getattr(self.stream, "start", None)

@@ -1,10 +1,11 @@
 """PostgresEventStream: event rows tailed on PostgreSQL ``LISTEN/NOTIFY`` wake-ups.
 
 See :mod:`node.store.event_stream` for the design and why NOTIFY over Redis Streams. This module
-holds the one dedicated listening connection of a replica: it listens on the store's event
-channel (payload: a task id) and on its cancel channel (payload: a task id canceled through any
-replica, handed to ``on_cancel``), and when it is lost it reconnects with backoff (0.1 s doubling
-to 5 s) and wakes every subscriber so that each re-reads from its last ``seq``.
+holds the one dedicated listening connection of a replica. It listens on the store's event
+channel (payload: a task id) and on its cancel channel (payload: ``<replica id> <task id>`` of a
+task canceled through a replica; the ids canceled through *other* replicas go to ``on_cancel``).
+When the connection is lost it reconnects with backoff (0.1 s doubling to 5 s) and wakes every
+subscriber, so that each re-reads from its last ``seq``.
 """
 
 from __future__ import annotations
@@ -93,5 +94,7 @@ class PostgresEventStream(RowEventStream):
         self.wake(payload)
 
     def _on_cancel(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        if self.on_cancel is not None:
-            self.on_cancel(payload)
+        replica, _, task_id = payload.partition(" ")
+        # A cancel through this replica found the task not running here (or stopped it itself).
+        if self.on_cancel is not None and replica != self.store.replica_id:
+            self.on_cancel(task_id)

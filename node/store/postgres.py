@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -86,6 +89,8 @@ class PostgresTaskStore(NodeTaskStore):
         max_size: int = 10,
     ) -> None:
         self.dsn = dsn
+        self.replica_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """This process among the table's replicas (cancel notices, leases)."""
         self.owner_resolver = owner_resolver
         self.table = check_table_name(table)
         self._sizes = (min_size, max_size)
@@ -284,8 +289,10 @@ class PostgresTaskStore(NodeTaskStore):
             base, n = cas_insert_sql(t, "$"), ROW_WIDTH
         else:
             base, n = cas_update_sql(t, "$", cancel=False), 7
-        ev, now, chan, cancel_chan = (f"${n + i}" for i in range(1, 5))
-        notify = f"pg_notify({chan}, $2)" + (f", pg_notify({cancel_chan}, $2)" if cancel else "")
+        ev, now, chan, cancel_chan, replica = (f"${n + i}" for i in range(1, 6))
+        notify = f"pg_notify({chan}, $2)"
+        if cancel:  # payload "<replica> <task id>": the replica running the task stops it
+            notify += f", pg_notify({cancel_chan}, {replica}::text || ' ' || $2)"
         return (
             f"WITH w AS ({base}),"
             f" e AS (INSERT INTO {t}_events (owner, task_id, seq, data, created_ns)"
@@ -307,7 +314,7 @@ class PostgresTaskStore(NodeTaskStore):
         extra = (event, time.time_ns(), self.channel)
         async with self._conn() as conn:
             version = await conn.fetchval(
-                sql, *args, *extra, *((self.cancel_channel,) if cancel else ())
+                sql, *args, *extra, *((self.cancel_channel, self.replica_id) if cancel else ())
             )
             if version is not None:
                 return int(version)
