@@ -5,9 +5,10 @@ server can tear the whole client down with an ``ExceptionGroup``. So :meth:`McpL
 only place a client is entered: it connects within ``connect_timeout_s`` (a cancel scope whose
 deadline is lifted once connected, so a server that never answers costs that long and leaks no
 process), lists every page of tools, hands them to ``on_tools``, then holds the session until a
-call finds it dead, and reconnects, with exponential backoff after failures. Calls come from
-other tasks through :meth:`McpLink.call`; one that finds the session closed asks for a new one
-and retries once.
+call finds it dead, and reconnects, with exponential backoff after failures. While idle it lists
+the tools again every ``probe_s`` seconds: a server that died unnoticed is reconnected, and a
+changed tool list is installed. Calls come from other tasks through :meth:`McpLink.call`; one
+that finds the session closed asks for a new one and retries once.
 
 States (``/readyz``): ``connecting`` → ``connected`` → (session died) ``connecting`` … or
 ``down`` (the last error is kept; the next attempt comes after the backoff) and ``stopped``.
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 LinkState = Literal["connecting", "connected", "down", "stopped"]
 MAX_PAGES = 100  # tools/list pages read per connection (a hard bound on a looping cursor)
+PROBE_S = 30.0  # seconds between idle re-listings of a connected server
 _DEAD_CODES = frozenset({types.CONNECTION_CLOSED})
 _SESSION_GONE = "Session not found"  # legacy HTTP after a server restart
 
@@ -72,6 +74,7 @@ class McpLink:
         *,
         url_guard: UrlGuard | None = None,
         backoff: tuple[float, float] = (0.5, 30.0),
+        probe_s: float = PROBE_S,
     ) -> None:
         self.server = server
         self.name = server.name
@@ -82,6 +85,7 @@ class McpLink:
         self._on_tools = on_tools
         self._url_guard = url_guard
         self._backoff = backoff
+        self._probe_s = probe_s
         self._client: Client | None = None
         self._changed = anyio.Event()  # set (and replaced) whenever the state changes
         self._dead = anyio.Event()
@@ -128,12 +132,25 @@ class McpLink:
                 self._client = client
                 self._set("connected")
                 try:
-                    await self._dead.wait()
+                    await self._hold(client, tools)
                 finally:
                     self._client = None
                     self._dead = anyio.Event()
         if scope.cancelled_caught:
             raise TimeoutError(f"no answer within {server.connect_timeout_s:g} s")
+
+    async def _hold(self, client: Client, listed: list[types.Tool]) -> None:
+        """Keep the session until a call drops it; re-list every ``probe_s`` (errors raise)."""
+        while True:
+            with anyio.move_on_after(self._probe_s):
+                await self._dead.wait()
+            if self._dead.is_set() or self._client is not client:
+                return
+            with anyio.fail_after(self.server.timeout_s):
+                tools = await _list_tools(client)
+            if tools != listed:
+                listed = tools
+                self._on_tools(self, tools)
 
     def _set(self, state: LinkState) -> None:
         self.state = state

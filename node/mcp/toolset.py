@@ -22,7 +22,7 @@ import mcp_types as types
 
 from node.card import McpServer
 from node.errors import ConfigError
-from node.mcp.link import McpLink
+from node.mcp.link import PROBE_S, McpLink
 from node.mcp.names import mcp_tool_name
 from node.mcp.schema import normalise_schema
 from node.mcp.tool import McpTool
@@ -79,8 +79,16 @@ def build_tools(link: McpLink, listed: Sequence[types.Tool]) -> list[McpTool]:
 class McpToolset:
     """A :class:`~node.tooling.catalog.ToolCatalog` of MCP tools, refreshed per connection."""
 
-    def __init__(self, servers: Sequence[McpServer], url_guard: UrlGuard | None = None) -> None:
-        self.links = [McpLink(s, self._install, url_guard=url_guard) for s in servers]
+    def __init__(
+        self,
+        servers: Sequence[McpServer],
+        url_guard: UrlGuard | None = None,
+        *,
+        probe_s: float = PROBE_S,
+    ) -> None:
+        self.links = [
+            McpLink(s, self._install, url_guard=url_guard, probe_s=probe_s) for s in servers
+        ]
         self._by_server: dict[str, list[McpTool]] = {}
         self._box = Toolbox()
         self.revision = 0

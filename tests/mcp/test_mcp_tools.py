@@ -103,6 +103,20 @@ async def test_a_killed_stdio_server_is_restarted_and_the_call_retried(stdio_too
     assert stdio_tools.states()["t"]["connections"] == 2
 
 
+async def test_a_server_that_dies_while_idle_is_noticed_and_reconnected_without_a_call():
+    toolset = McpToolset([stdio_server()], LOOPBACK, probe_s=0.2)
+    toolset.start()
+    try:
+        await toolset.wait_settled(20)
+        first = (await run(toolset, "mcp_t_pid")).output["result"]
+        os.kill(first, signal.SIGKILL)
+        await eventually(lambda: toolset.states()["t"]["connections"] == 2, what="a reconnection")
+        assert toolset.states()["t"]["state"] == "connected"
+        assert (await run(toolset, "mcp_t_pid")).output["result"] != first
+    finally:
+        await toolset.aclose()
+
+
 async def test_stdio_servers_get_only_the_environment_they_are_given(monkeypatch):
     monkeypatch.setenv("MCP_TEST_PASSED", "passed")
     monkeypatch.setenv("MCP_TEST_HIDDEN", "hidden")
