@@ -209,6 +209,17 @@ async def test_an_http_server_lists_and_calls(mcp_http):
         await toolset.aclose()
 
 
+async def test_an_http_call_times_out_and_the_client_survives(mcp_http):
+    toolset = await started(http_server(mcp_http.url))
+    try:
+        slow = await run(toolset, "mcp_h_slow", {"seconds": 30}, timeout=0.5)
+        assert slow.error_kind == ErrorKind.TIMEOUT
+        assert (await run(toolset, "mcp_h_add", {"a": 1, "b": 2})).output == {"result": 3}
+        assert toolset.states()["h"] == {"state": "connected", "tools": 8, "connections": 1}
+    finally:
+        await toolset.aclose()
+
+
 async def test_an_http_server_on_a_private_address_needs_an_allowed_cidr(mcp_http):
     toolset = await started(http_server(mcp_http.url), guard=UrlGuard())
     try:
