@@ -242,3 +242,20 @@ async def test_a_peer_skill_two_hops_away(serve, tmp_path):
         result = await client.call_tool(name, {"expression": "2+3"})
     assert not result.is_error, result.content
     assert json.loads(result.content[0].text) == 5 or result.content[0].text == "5"
+
+
+async def test_without_auth_only_the_nodes_own_host_may_call(serve, tmp_path):
+    card = node_card("open-node", mcp={"enabled": True})
+    url = await serve(
+        lambda u: build_node_app(card, public_url=u, data_dir=tmp_path, store="memory")
+    )
+    async with mcp_client(url, None) as client:  # the node's own address: served
+        assert [t.name for t in (await client.list_tools()).tools] == ["calculate"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient() as http:
+        rebound = await http.post(f"{url}/mcp", json=body, headers={**headers, "Host": "evil.test"})
+        foreign = await http.post(
+            f"{url}/mcp", json=body, headers={**headers, "Origin": "https://evil.test"}
+        )
+    assert rebound.status_code == 421 and foreign.status_code == 403
