@@ -150,7 +150,11 @@ class Registry:
 
     async def load(self) -> None:
         """(Re)fill the index from the store; rows that cannot be served are set aside."""
-        records, bad_rows = await self._store.load_all()
+        async with self._write:  # no registration lands in the index being replaced
+            records, bad_rows = await self._store.load_all()
+            self._fill(records, bad_rows)
+
+    def _fill(self, records: list[AgentRecord], bad_rows: list[BadRow]) -> None:
         self._index, self._unreadable = AgentIndex(), {}
         for row in bad_rows:
             self._set_aside(row.id, f"cannot be decoded: {row.reason}")
