@@ -25,6 +25,8 @@ CARD_DIR = "/etc/a2a-node/cards"  # where a node's card is mounted in its contai
 TOKEN_ENV = "A2A_NODE_REGISTRY_TOKEN"
 SECRET = "a2a-node"  # the k8s Secret holding tokens and database URLs (never committed)
 PRIVATE_CIDRS = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]  # where the registry finds cards
+NODE_REPLICAS = 2  # per node on k8s, on the node's PostgreSQL store (docs/stores.md)
+TERMINATION_GRACE_S = 30  # the node's drain waits up to 20 s (node.store.cluster.DRAIN_GRACE_S)
 EXCLUDED = {
     "files": "needs FILES_NODE_ADMIN_TOKEN / FILES_NODE_READER_TOKEN; run it on its own",
     "units": "runs an MCP server over stdio from the repository (tools/mcp_servers/units.py)",
@@ -148,12 +150,6 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
             ],
             "healthcheck": {"test": ["CMD-SHELL", "pg_isready -U a2a -d a2a"], "interval": "5s"},
         },
-        "redis": {
-            "image": "redis:7-alpine",
-            "command": ["redis-server", "--appendonly", "yes"],
-            "volumes": ["redis-data:/data"],
-            "healthcheck": {"test": ["CMD", "redis-cli", "ping"], "interval": "5s"},
-        },
         "registry": {
             "image": IMAGE,
             "build": build,
@@ -170,10 +166,10 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
             "image": IMAGE,
             "build": build,
             "command": node_args(node, reg_port, f"postgresql://{pg}/{_db_name(nid)}"),
-            "environment": {**token, "A2A_NODE_REDIS_URL": "redis://redis:6379/0"},
+            "environment": token,
             "volumes": [f"../cards/{node['card_path'].name}:{CARD_DIR}/{nid}.yaml:ro"],
             "ports": [f"127.0.0.1:{p}:{p}" for p in _ports(node)],
-            "depends_on": {"registry": healthy, "postgres": healthy, "redis": healthy},
+            "depends_on": {"registry": healthy, "postgres": healthy},
             "healthcheck": {"test": _probe(port), "interval": "5s", "start_period": "20s"},
         }
     head = (
@@ -184,12 +180,13 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
         "# Nodes bind 0.0.0.0 inside the compose network with the auth of their cards (--insecure\n"
         "# when a card has none); ports are published on 127.0.0.1 only. Cards advertise their\n"
         "# service name (http://web:8101), which peers resolve inside the network.\n"
-        "# A2A_NODE_REDIS_URL is the event bus for replicas of one node (DESIGN.md section 5).\n"
+        "# Replicas of one node share its PostgreSQL store; events and cancels between them go\n"
+        "# through LISTEN/NOTIFY on that database (docs/stores.md), no other service.\n"
     )  # fmt: skip
     body = {
         "name": "a2a-node",
         "services": services,
-        "volumes": {"postgres-data": {}, "redis-data": {}},
+        "volumes": {"postgres-data": {}},
     }
     return head + dump(body)
 
@@ -217,8 +214,13 @@ def _deployment(
     env: list[dict[str, Any]],
     card: str | None = None,
     grpc_port: int | None = None,
+    replicas: int = 1,
 ) -> dict[str, Any]:
-    """One replica; ``card`` (the card's text) is mounted from ConfigMap ``<name>-card``."""
+    """``replicas`` pods; ``card`` (the card's text) is mounted from ConfigMap ``<name>-card``.
+
+    Several replicas roll one new pod at a time before an old one stops (leases make that safe:
+    a starting replica never touches another's tasks) and get the drain's grace on SIGTERM.
+    """
     mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/a2a-node"}]
     volumes: list[dict[str, Any]] = [{"name": "data", "emptyDir": {}}]
     pod_meta: dict[str, Any] = {"labels": _labels(name)}
@@ -242,22 +244,37 @@ def _deployment(
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
         "volumeMounts": mounts,
     }
+    pod_spec: dict[str, Any] = {
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "selector": {"matchLabels": _labels(name)},
+        "template": {"metadata": pod_meta, "spec": pod_spec},
+    }
+    if replicas > 1:
+        spec["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+        }
+        pod_spec["terminationGracePeriodSeconds"] = TERMINATION_GRACE_S
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "labels": _labels(name)},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": _labels(name)},
-            "template": {
-                "metadata": pod_meta,
-                "spec": {
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
-        },
+        "spec": spec,
+    }
+
+
+def _disruption_budget(name: str) -> dict[str, Any]:
+    """Voluntary evictions (node drains) keep one replica serving."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "labels": _labels(name)},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": _labels(name)}},
     }
 
 
@@ -287,8 +304,9 @@ def k8s_node(node: dict[str, Any], registry_port: int) -> str:
     env = [_env_secret(TOKEN_ENV, "registry-token"), _env_secret("A2A_NODE_STORE", f"store-{nid}")]
     args = node_args(node, registry_port, "$(A2A_NODE_STORE)")
     grpc_port = node["grpc_port"]
-    deployment = _deployment(nid, args, port, env, text, grpc_port)
-    return HEADER + dump(configmap, deployment, _service(nid, port, grpc_port))
+    deployment = _deployment(nid, args, port, env, text, grpc_port, replicas=NODE_REPLICAS)
+    service = _service(nid, port, grpc_port)
+    return HEADER + dump(configmap, deployment, service, _disruption_budget(nid))
 
 
 def k8s_registry(port: int, grpc_port: int | None = None) -> str:

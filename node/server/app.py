@@ -168,6 +168,8 @@ def build_node_app(
             node_tools.mcp.start()  # one supervisor task per MCP server; nothing waits for them
             stack.push_async_callback(node_tools.mcp.aclose)
             stack.push_async_callback(handler.aclose)  # running tasks end before what they use
+            if cluster is not None:  # SIGTERM: running tasks may finish first (a grace period)
+                stack.push_async_callback(cluster.drain)
             if grpc is not None:
                 await grpc.start()  # on this loop; stops taking calls before the handler closes
                 stack.push_async_callback(grpc.stop)

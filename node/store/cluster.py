@@ -7,8 +7,14 @@ view (compare-and-set, event rows) and the stream that tails those rows
 :class:`~node.store.pg_events.PostgresEventStream` on PostgreSQL). The memory store has none
 (one process, no rows): the SDK then streams from its in-process registry as before.
 
-``on_cancel`` (PostgreSQL) is called with the id of every task canceled through any replica; the
-node uses it to stop that task's executor at once if it runs here.
+``on_cancel`` (PostgreSQL) is called with the id of every task canceled through another replica;
+the node uses it to stop that task's executor at once if it runs here.
+
+Leases (PostgreSQL): a replica's saves of a SUBMITTED or WORKING task record it as the task's
+``runner`` with a lease expiry; every third of the lease (``?lease_s=``, default 15 s) each
+replica renews all its leases in one statement and one replica at a time (transaction advisory
+lock) fails the live tasks whose lease expired, so a task of a replica that died is FAILED within
+lease + a third, and starting a replica never touches another one's live tasks.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from node.store.versioned import DEFAULT_EVENT_RETENTION_S, CasBackend, Versione
 
 log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 60.0
+DRAIN_GRACE_S = 20.0
+"""How long a stopping replica waits for its running tasks (k8s grace: 30 s)."""
+DRAIN_POLL_S = 0.2
 
 
 @dataclass
@@ -37,6 +46,7 @@ class Cluster:
     event_retention_s: float = DEFAULT_EVENT_RETENTION_S
     task_retention_s: float | None = None
     _pruner: asyncio.Task[None] | None = field(default=None, init=False)
+    _leases: asyncio.Task[None] | None = field(default=None, init=False)
 
     def on_cancel(self, stop: Callable[[str], None]) -> None:
         """Call ``stop(task_id)`` for each task canceled through another replica (PostgreSQL)."""
@@ -49,14 +59,17 @@ class Cluster:
         if start is not None:
             await start()
         self._pruner = asyncio.create_task(self._prune_forever(), name="task-retention")
+        if hasattr(self.store.store, "renew_leases"):
+            self._leases = asyncio.create_task(self._keep_leases(), name="task-leases")
 
     async def aclose(self) -> None:
-        """Stop the retention job and the listener."""
-        pruner, self._pruner = self._pruner, None
-        if pruner is not None:
-            pruner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pruner
+        """Stop the retention and lease jobs and the listener."""
+        for job in (self._pruner, self._leases):
+            if job is not None:
+                job.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await job
+        self._pruner = self._leases = None
         close = getattr(self.stream, "aclose", None)
         if close is not None:
             await close()
@@ -84,6 +97,44 @@ class Cluster:
                 continue
             if deleted:
                 log.info("retention: deleted %d old event row(s) and finished task(s)", deleted)
+
+    async def drain(self, grace_s: float = DRAIN_GRACE_S) -> None:
+        """Wait up to ``grace_s`` for the tasks this replica runs to finish (PostgreSQL).
+
+        The server has stopped taking requests (SIGTERM); leases are still renewed meanwhile.
+        A task still running after the grace is left to lease expiry on another replica.
+        """
+        store = self.store.store
+        running = getattr(store, "running_here", None)
+        if running is None:
+            return
+        deadline = time.monotonic() + grace_s
+        left = 0
+        while time.monotonic() < deadline:
+            try:
+                left = await running()
+            except Exception:  # the database is away: nothing to wait for
+                return
+            if not left:
+                return
+            await asyncio.sleep(DRAIN_POLL_S)
+        log.warning(
+            "drain: %d task(s) still running after %.0f s; left to lease expiry", left, grace_s
+        )
+
+    async def _keep_leases(self) -> None:
+        """Every third of the lease: renew this replica's leases, fail expired ones (PostgreSQL)."""
+        from node.store.postgres import PostgresTaskStore
+
+        store = self.store.store
+        assert isinstance(store, PostgresTaskStore)
+        while True:
+            await asyncio.sleep(store.lease_s / 3)
+            try:
+                await store.renew_leases()
+                await store.fail_expired()
+            except Exception as exc:  # the database is away: the next period tries again
+                log.warning("lease renewal or sweep failed: %s", exc)
 
 
 def cluster_for(

@@ -8,7 +8,8 @@ Accepted forms:
 - ``sqlite:///relative/x.db`` (under ``data_dir``) or ``sqlite:////absolute/x.db``, optionally
   with ``?synchronous=FULL`` (see :mod:`node.store.sqlite` for what each level can lose);
 - ``postgresql://…`` or ``postgres://…``: PostgreSQL through asyncpg (the ``postgres`` extra),
-  optionally with ``?table=name`` (default ``tasks``) so that several nodes share one database.
+  optionally with ``?table=name`` (default ``tasks``) so that several nodes share one database,
+  and ``?lease_s=`` (default 15), the lease of a running task (:mod:`node.store.cluster`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from node.store.sqlite import SqliteTaskStore, Synchronous
 ACCEPTED = (
     "'memory', 'sqlite', 'sqlite:///relative/path.db', 'sqlite:////absolute/path.db' "
     "(optionally '?synchronous=FULL'), 'postgresql://user:password@host:port/db' or 'postgres://…'"
-    " (optionally '?table=name')"
+    " (optionally '?table=name&lease_s=15')"
 )
 
 
@@ -46,18 +47,20 @@ def open_task_store(url_or_kind: str, data_dir: Path) -> NodeTaskStore:
         return SqliteTaskStore(data_dir / path, synchronous=cast(Synchronous, synchronous))
     if scheme in ("postgresql", "postgres", "postgresql+asyncpg") and rest:
         try:
-            from node.store.postgres import PostgresTaskStore
+            from node.store.postgres import DEFAULT_LEASE_S, PostgresTaskStore
         except ImportError as exc:
             raise ConfigError(
                 "a PostgreSQL task store needs asyncpg: pip install 'a2a-node[postgres]'"
             ) from exc
         base, _, query = rest.partition("?")
         pairs = parse_qsl(query, keep_blank_values=True)
-        tables = [v for k, v in pairs if k == "table"]
-        if not tables:
-            return PostgresTaskStore(f"postgresql://{rest}")
-        others = urlencode([(k, v) for k, v in pairs if k != "table"])
+        ours = {k: v for k, v in pairs if k in ("table", "lease_s")}
+        others = urlencode([(k, v) for k, v in pairs if k not in ours])
         dsn = f"postgresql://{base}" + (f"?{others}" if others else "")
-        return PostgresTaskStore(dsn, table=tables[-1])
+        try:
+            lease_s = float(ours.get("lease_s", DEFAULT_LEASE_S))
+        except ValueError:
+            raise ConfigError("task store: lease_s must be a number of seconds") from None
+        return PostgresTaskStore(dsn, table=ours.get("table", "tasks"), lease_s=lease_s)
     shown = f"{scheme}://…" if "@" in spec else spec  # never echo a password
     raise ConfigError(f"unknown task store {shown!r}; expected one of {ACCEPTED}")

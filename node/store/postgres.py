@@ -38,15 +38,16 @@ import asyncpg
 from a2a.server.cluster import ConcurrentTaskModificationError
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import OwnerResolver, resolve_user_scope
-from a2a.types import ListTasksRequest, ListTasksResponse, Task
+from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskStatusUpdateEvent
 from a2a.utils.errors import InvalidParamsError
+from a2a.utils.proto_utils import to_stream_response
 from a2a.utils.task import ListTasksCursor
 
-from node.errors import StoreError
+from node.errors import ConfigError, StoreError
 from node.protocol import TERMINAL
 from node.store.ids import check_id, check_owner
 from node.store.lifecycle import NodeTaskStore
-from node.store.recovery import DEFAULT_REASON, failed_task
+from node.store.recovery import DEFAULT_REASON, RUNNING_STATES, failed_task
 from node.store.sql import (
     LIVE_STATES,
     ROW_WIDTH,
@@ -55,6 +56,7 @@ from node.store.sql import (
     cas_update_sql,
     check_list_params,
     check_table_name,
+    event_insert_sql,
     events_after_sql,
     find_by_message_sql,
     page_response,
@@ -72,6 +74,11 @@ log = logging.getLogger(__name__)
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
 REPLICA_LOCK_CLASS = 0x61326E6F
 """First key of the replica lock (``pg_advisory_lock_shared(class, hashtext(table))``)."""
+SWEEP_LOCK_CLASS = 0x61326E70
+"""First key of the lease sweep's transaction lock (one sweeping replica at a time)."""
+DEFAULT_LEASE_S = 15.0
+"""How long a running task's lease lasts; replicas renew every third of it."""
+LEASE_EXPIRED_REASON = "the replica running this task stopped (its lease expired)"
 LOCK_WAIT_S = 30.0
 """How long opening waits for a recovering replica's exclusive lock."""
 
@@ -87,8 +94,13 @@ class PostgresTaskStore(NodeTaskStore):
         table: str = "tasks",
         min_size: int = 1,
         max_size: int = 10,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self.dsn = dsn
+        if lease_s <= 0:
+            raise ConfigError(f"lease_s must be greater than 0, not {lease_s}")
+        self.lease_s = lease_s
+        self._lease_ns = int(lease_s * 1e9)
         self.replica_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """This process among the table's replicas (cancel notices, leases)."""
         self.owner_resolver = owner_resolver
@@ -115,7 +127,7 @@ class PostgresTaskStore(NodeTaskStore):
                 owner TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
                 context_id TEXT NOT NULL, state INTEGER NOT NULL, ts_ns BIGINT,
                 data BYTEA NOT NULL, message_id TEXT COLLATE "C", created_ns BIGINT,
-                version BIGINT NOT NULL DEFAULT 1,
+                version BIGINT NOT NULL DEFAULT 1, runner TEXT, lease_ns BIGINT,
                 PRIMARY KEY (owner, id));
             CREATE TABLE IF NOT EXISTS {t}_events (
                 task_id TEXT COLLATE "C" NOT NULL, seq BIGINT NOT NULL,
@@ -138,15 +150,17 @@ class PostgresTaskStore(NodeTaskStore):
         """Add the columns a table created by an older version lacks (only when missing)."""
         have = await conn.fetchval(
             "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)"
-            " AND attname IN ('message_id', 'created_ns', 'version') AND NOT attisdropped",
+            " AND attname IN ('message_id', 'created_ns', 'version', 'runner', 'lease_ns')"
+            " AND NOT attisdropped",
             self.table,
         )
-        if have < 3:
+        if have < 5:
             t = self.table
             await conn.execute(
                 f'ALTER TABLE {t} ADD COLUMN IF NOT EXISTS message_id TEXT COLLATE "C",'
                 " ADD COLUMN IF NOT EXISTS created_ns BIGINT,"
-                " ADD COLUMN IF NOT EXISTS version BIGINT NOT NULL DEFAULT 1"
+                " ADD COLUMN IF NOT EXISTS version BIGINT NOT NULL DEFAULT 1,"
+                " ADD COLUMN IF NOT EXISTS runner TEXT, ADD COLUMN IF NOT EXISTS lease_ns BIGINT"
             )
 
     async def initialize(self) -> None:
@@ -283,13 +297,15 @@ class PostgresTaskStore(NodeTaskStore):
     def _cas_sql(self, *, prev: int, cancel: bool) -> tuple[str, int]:
         """One statement: the write, its event row and the NOTIFY; and its base arg count."""
         t = self.table
+        n = 6 if cancel else ROW_WIDTH if prev == 0 else 7
+        lease = (f"${n + 1}", f"${n + 2}")  # runner, lease expiry
         if cancel:
-            base, n = cas_update_sql(t, "$", cancel=True), 6
+            base = cas_update_sql(t, "$", cancel=True, lease=lease)
         elif prev == 0:
-            base, n = cas_insert_sql(t, "$"), ROW_WIDTH
+            base = cas_insert_sql(t, "$", lease=lease)
         else:
-            base, n = cas_update_sql(t, "$", cancel=False), 7
-        ev, now, chan, cancel_chan, replica = (f"${n + i}" for i in range(1, 6))
+            base = cas_update_sql(t, "$", cancel=False, lease=lease)
+        ev, now, chan, cancel_chan, replica = (f"${n + i}" for i in range(3, 8))
         notify = f"pg_notify({chan}, $2)"
         if cancel:  # payload "<replica> <task id>": the replica running the task stops it
             notify += f", pg_notify({cancel_chan}, {replica}::text || ' ' || $2)"
@@ -311,7 +327,10 @@ class PostgresTaskStore(NodeTaskStore):
         row = task_row(task, owner)
         sql, n = self._cas_sql(prev=prev, cancel=cancel)
         args = row if n == ROW_WIDTH else (*row[:6], prev)[:n]  # n: 8 insert, 7 update, 6 cancel
-        extra = (event, time.time_ns(), self.channel)
+        now = time.time_ns()
+        # The writer runs the task: it holds the lease while the task is SUBMITTED or WORKING.
+        expiry = now + self._lease_ns if task.status.state in RUNNING_STATES else None
+        extra = (self.replica_id, expiry, event, now, self.channel)
         async with self._conn() as conn:
             version = await conn.fetchval(
                 sql, *args, *extra, *((self.cancel_channel, self.replica_id) if cancel else ())
@@ -347,6 +366,77 @@ class PostgresTaskStore(NodeTaskStore):
                 done = await conn.execute(prune_tasks_sql(t, "$"), tasks_before_ns)
                 count += int(done.split()[-1])
         return count
+
+    # -- leases ------------------------------------------------------------------------------
+
+    async def renew_leases(self) -> int:
+        """Extend the lease of every live task this replica runs (one statement); returns how many.
+
+        Interrupted tasks (input-, auth-required) hold no lease: they wait for the caller.
+        """
+        t = self.table
+        async with self._conn() as conn:
+            done = await conn.execute(
+                f"UPDATE {t} SET lease_ns = $2 WHERE runner = $1 AND state IN ({LIVE_STATES})",
+                self.replica_id,
+                time.time_ns() + self._lease_ns,
+            )
+        return int(done.split()[-1])
+
+    async def running_here(self) -> int:
+        """How many live tasks this replica runs (what a drain waits for)."""
+        async with self._conn() as conn:
+            count: int = await conn.fetchval(
+                f"SELECT count(*) FROM {self.table} WHERE runner = $1 AND state IN ({LIVE_STATES})",
+                self.replica_id,
+            )
+        return count
+
+    async def fail_expired(self, limit: int = 500) -> int:
+        """Fail the live tasks whose lease expired (their replica died); returns how many.
+
+        One replica at a time (a transaction advisory lock; the others return 0 at once). Each
+        task gets FAILED with an event row and a NOTIFY, so subscribers elsewhere end too.
+        """
+        t = self.table
+        now = time.time_ns()
+        failed = 0
+        async with self._conn() as conn, conn.transaction():
+            if not await conn.fetchval(
+                "SELECT pg_try_advisory_xact_lock($1, $2)", SWEEP_LOCK_CLASS, self._lock_key
+            ):
+                return 0
+            rows = await conn.fetch(
+                f"SELECT owner, data, runner FROM {t} WHERE state IN ({LIVE_STATES})"
+                f" AND lease_ns < $1 LIMIT {int(limit)} FOR UPDATE SKIP LOCKED",
+                now,
+            )
+            for owner, data, runner in rows:
+                task = failed_task(Task.FromString(data), LEASE_EXPIRED_REASON)
+                event = TaskStatusUpdateEvent(
+                    task_id=task.id, context_id=task.context_id, status=task.status
+                )
+                version = await conn.fetchval(
+                    f"UPDATE {t} SET state = $3, ts_ns = $4, data = $5, version = version + 1,"
+                    " lease_ns = NULL WHERE owner = $1 AND id = $2 RETURNING version",
+                    owner,
+                    task.id,
+                    task.status.state,
+                    task_ts_ns(task),
+                    task.SerializeToString(),
+                )
+                await conn.execute(
+                    event_insert_sql(t, "$"),
+                    owner,
+                    task.id,
+                    version,
+                    to_stream_response(event).SerializeToString(),
+                    now,
+                )
+                await conn.execute("SELECT pg_notify($1, $2)", self.channel, task.id)
+                log.warning("task %s failed: its replica %s stopped renewing", task.id, runner)
+                failed += 1
+        return failed
 
     async def other_replicas(self) -> int:
         """How many other processes hold this table's replica lock."""

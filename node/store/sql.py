@@ -219,24 +219,33 @@ def page_response(rows: Sequence[Sequence[Any]], total: int, limit: int) -> List
 # -- versioned writes (node.store.versioned) ------------------------------------------------
 
 
-def cas_insert_sql(table: str, p: str) -> str:
-    """Create the row of :func:`task_row` (args 1-8) at version 1; no row returned if it exists."""
+def cas_insert_sql(table: str, p: str, *, lease: tuple[str, str] | None = None) -> str:
+    """Create the row of :func:`task_row` (args 1-8) at version 1; no row returned if it exists.
+
+    ``lease`` names the placeholders of the ``runner`` and ``lease_ns`` columns (PostgreSQL).
+    """
     args = ", ".join(f"{p}{i}" for i in range(1, ROW_WIDTH + 1))
+    cols, vals = (", runner, lease_ns", f", {lease[0]}, {lease[1]}") if lease else ("", "")
     return (
         f"INSERT INTO {table} (owner, id, context_id, state, ts_ns, data, message_id, created_ns,"
-        f" version) VALUES ({args}, 1) ON CONFLICT (owner, id) DO NOTHING RETURNING version"
+        f" version{cols}) VALUES ({args}, 1{vals})"
+        " ON CONFLICT (owner, id) DO NOTHING RETURNING version"
     )
 
 
-def cas_update_sql(table: str, p: str, *, cancel: bool) -> str:
+def cas_update_sql(
+    table: str, p: str, *, cancel: bool, lease: tuple[str, str] | None = None
+) -> str:
     """Update a live row to args 3-6 (of :func:`task_row`); unless ``cancel``, only at version 7.
 
     Returns the new version, or no row when the stored task is terminal, absent or newer.
+    ``lease`` as in :func:`cas_insert_sql`.
     """
     check = "" if cancel else f" AND version = {p}7"
+    leased = f", runner = {lease[0]}, lease_ns = {lease[1]}" if lease else ""
     return (
         f"UPDATE {table} SET context_id = {p}3, state = {p}4, ts_ns = {p}5, data = {p}6,"
-        f" version = version + 1 WHERE owner = {p}1 AND id = {p}2"
+        f" version = version + 1{leased} WHERE owner = {p}1 AND id = {p}2"
         f" AND state NOT IN ({TERMINAL_STATES_SQL}){check} RETURNING version"
     )
 

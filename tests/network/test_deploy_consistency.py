@@ -97,8 +97,10 @@ def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
     assert service["environment"][GEN.TOKEN_ENV].startswith("${" + GEN.TOKEN_ENV)
 
 
-def test_compose_has_the_registry_postgres_and_redis() -> None:
-    assert set(COMPOSE) == {"registry", "postgres", "redis", *NODES}
+def test_compose_has_the_registry_and_postgres() -> None:
+    # no Redis: replicas exchange events through PostgreSQL LISTEN/NOTIFY (docs/stores.md)
+    assert set(COMPOSE) == {"registry", "postgres", *NODES}
+    assert all("redis" not in str(service).lower() for service in COMPOSE.values())
     registry = COMPOSE["registry"]
     port, grpc = SPEC.registry.port, SPEC.registry.grpc_port
     assert registry["command"][registry["command"].index("--port") + 1] == str(port)
@@ -153,3 +155,16 @@ def test_the_image_exposes_every_http_and_grpc_port() -> None:
         *(port for port, _ in NODES.values()),
         *GRPC.values(),
     }
+
+
+@pytest.mark.parametrize("node_id", sorted(NODES))
+def test_k8s_nodes_run_replicas_that_roll_and_drain_safely(node_id: str) -> None:
+    spec = K8S[("Deployment", node_id)]["spec"]
+    assert spec["replicas"] >= 2
+    assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    from node.store.cluster import DRAIN_GRACE_S
+
+    assert spec["template"]["spec"]["terminationGracePeriodSeconds"] > DRAIN_GRACE_S
+    budget = K8S[("PodDisruptionBudget", node_id)]["spec"]
+    assert budget["minAvailable"] == 1
+    assert budget["selector"] == spec["selector"]

@@ -18,6 +18,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from a2a.types import SubscribeToTaskRequest, Task, TaskState
 from starlette.applications import Starlette
@@ -129,6 +130,18 @@ async def start_slow(client: NodeClient, page: SlowPage) -> str:
     return task_id
 
 
+async def stopped_listening(url: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                await client.get(f"{url}/healthz")
+            except httpx.TransportError:
+                return
+            await asyncio.sleep(0.05)
+    raise TimeoutError(f"{url} still listening after {timeout} s")
+
+
 def state_of(event: object) -> int | None:
     for name in ("task", "status_update"):
         if event.HasField(name):  # type: ignore[attr-defined]
@@ -199,3 +212,50 @@ async def test_a_late_message_to_a_finished_task_is_refused_on_every_replica(rep
             again = await client.get(done.id)
             assert again.status.state == S.TASK_STATE_COMPLETED
             assert len(again.history) == len(done.history)
+
+
+async def test_a_killed_replicas_task_is_failed_by_the_other_within_its_lease(tmp_path, slow_page):
+    card = tmp_path / "card.yaml"
+    card.write_text(CARD)
+    async with fresh_schema(PG_URL) as store:
+        leased = f"{store}&lease_s=1.5"
+        a = Replica(card, tmp_path / "a", leased)
+        b = Replica(card, tmp_path / "b", leased)
+        try:
+            await a.start()
+            await b.start()
+            async with NodeClient.connect(b.url, streaming=False) as on_b:
+                parked = await on_b.call("calculate", {})  # B's interrupted task: no lease
+                async with NodeClient.connect(a.url, streaming=False) as on_a:
+                    task_id = await start_slow(on_a, slow_page)
+                    # A is alive: its lease is renewed, B fails nothing
+                    alive = await on_b.wait_for_state(task_id, S.TASK_STATE_FAILED, timeout=3)
+                    assert alive.status.state == S.TASK_STATE_WORKING
+                a.stop(signal.SIGKILL)
+                killed = time.monotonic()
+                failed = await on_b.wait_for_state(task_id, S.TASK_STATE_FAILED, timeout=10)
+                assert failed.status.state == S.TASK_STATE_FAILED
+                assert "lease expired" in failed.status.message.parts[0].text
+                assert time.monotonic() - killed < 1.5 + 1.5  # lease + one sweep period + slack
+                again = await on_b.get(parked.id)
+                assert again.status.state == S.TASK_STATE_INPUT_REQUIRED
+        finally:
+            a.stop()
+            b.stop()
+
+
+async def test_sigterm_lets_a_running_task_finish(replicas, slow_page):
+    a, b = replicas
+    async with NodeClient.connect(b.url, streaming=False) as on_b:
+        async with NodeClient.connect(a.url, streaming=False) as on_a:
+            task_id = await start_slow(on_a, slow_page)
+        assert a.proc is not None
+        a.proc.send_signal(signal.SIGTERM)
+        await stopped_listening(a.url)  # A takes no more requests, but drains its task
+        working = await on_b.get(task_id)
+        assert working.status.state == S.TASK_STATE_WORKING
+        assert a.proc.poll() is None
+        slow_page.release.set()
+        done = await on_b.wait(task_id, timeout=10)
+        assert done.status.state == S.TASK_STATE_COMPLETED
+        a.proc.wait(timeout=10)  # and then A exits
