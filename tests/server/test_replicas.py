@@ -48,14 +48,14 @@ network:
 
 
 class Replica:
-    def __init__(self, card: Path, data_dir: Path, store: str) -> None:
+    def __init__(self, card: Path, data_dir: Path, store: str, *extra: str) -> None:
         sock = free_socket()
         self.port = sock.getsockname()[1]
         sock.close()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [
             sys.executable, "-m", "node.cli", "serve", str(card), "--port", str(self.port),
-            "--data-dir", str(data_dir), "--store", store,
+            "--data-dir", str(data_dir), "--store", store, *extra,
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
 
