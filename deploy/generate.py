@@ -1,4 +1,4 @@
-"""Generate deploy/compose.yaml, deploy/k8s/ and deploy/postgres-init.sql from the cards.
+"""Generate deploy/compose.yaml, k8s/, haproxy/ and postgres-init.sql from the cards.
 
 The nodes are those of ``deploy/local.yaml`` (card path and port; a node's port must equal its
 card's ``server.port``); every card in ``cards/`` is one of them or listed in :data:`EXCLUDED`.
@@ -25,6 +25,9 @@ CARD_DIR = "/etc/a2a-node/cards"  # where a node's card is mounted in its contai
 TOKEN_ENV = "A2A_NODE_REGISTRY_TOKEN"
 SECRET = "a2a-node"  # the k8s Secret holding tokens and database URLs (never committed)
 PRIVATE_CIDRS = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]  # where the registry finds cards
+REPLICATED = "web"  # in compose: two replicas behind HAProxy (the others: one container each)
+COMPOSE_REPLICAS = 2
+HAPROXY_IMAGE = "haproxy:2.6"  # the official image
 NODE_REPLICAS = 2  # per node on k8s, on the node's PostgreSQL store (docs/stores.md)
 TERMINATION_GRACE_S = 30  # the node's drain waits up to 20 s (node.store.cluster.DRAIN_GRACE_S)
 EXCLUDED = {
@@ -162,7 +165,7 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
     }
     for node in nodes:
         nid, port = node["id"], node["port"]
-        services[nid] = {
+        service = {
             "image": IMAGE,
             "build": build,
             "command": node_args(node, reg_port, f"postgresql://{pg}/{_db_name(nid)}"),
@@ -172,6 +175,20 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
             "depends_on": {"registry": healthy, "postgres": healthy},
             "healthcheck": {"test": _probe(port), "interval": "5s", "start_period": "20s"},
         }
+        if nid != REPLICATED:
+            services[nid] = service
+            continue
+        # Two replicas behind HAProxy, which takes the node's name (its public URL) and ports.
+        del service["ports"]
+        replicas = [f"{nid}-{i}" for i in range(1, COMPOSE_REPLICAS + 1)]
+        for name in replicas:
+            services[name] = {**service, "stop_grace_period": f"{TERMINATION_GRACE_S}s"}
+        services[nid] = {
+            "image": HAPROXY_IMAGE,
+            "volumes": [f"./haproxy/{nid}.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"],
+            "ports": [f"127.0.0.1:{p}:{p}" for p in _ports(node)],
+            "depends_on": {name: healthy for name in replicas},
+        }
     head = (
         HEADER + "#\n"
         "#   export A2A_NODE_REGISTRY_TOKEN=$(openssl rand -hex 32)\n"
@@ -180,6 +197,7 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
         "# Nodes bind 0.0.0.0 inside the compose network with the auth of their cards (--insecure\n"
         "# when a card has none); ports are published on 127.0.0.1 only. Cards advertise their\n"
         "# service name (http://web:8101), which peers resolve inside the network.\n"
+        "# The web node runs as two replicas (web-1, web-2) behind HAProxy, which owns its name.\n"
         "# Replicas of one node share its PostgreSQL store; events and cancels between them go\n"
         "# through LISTEN/NOTIFY on that database (docs/stores.md), no other service.\n"
     )  # fmt: skip
@@ -189,6 +207,31 @@ def compose(local: dict[str, Any], nodes: list[dict[str, Any]]) -> str:
         "volumes": {"postgres-data": {}},
     }
     return head + dump(body)
+
+
+def haproxy_config(node: dict[str, Any]) -> str:
+    """Round robin over the replicas of ``node``: HTTP per request, gRPC per connection."""
+    nid, port, grpc = node["id"], node["port"], node["grpc_port"]
+    servers = [f"{nid}-{i}" for i in range(1, COMPOSE_REPLICAS + 1)]
+    http = "".join(f"    server {s} {s}:{port} check\n" for s in servers)
+    lines = [
+        "global", "    maxconn 4096",
+        "defaults", "    timeout connect 5s", "    timeout client 300s", "    timeout server 300s",
+        "resolvers docker", "    nameserver dns 127.0.0.11:53",
+        "frontend http", f"    bind *:{port}", "    mode http", f"    default_backend {nid}",
+        f"backend {nid}", "    mode http", "    balance roundrobin",
+        "    option httpchk GET /readyz", "    default-server init-addr none resolvers docker",
+        http.rstrip("\n"),
+    ]  # fmt: skip
+    if grpc:
+        lines += [
+            "frontend grpc", f"    bind *:{grpc}", "    mode tcp",
+            f"    default_backend {nid}-grpc",
+            f"backend {nid}-grpc", "    mode tcp", "    balance roundrobin",
+            "    default-server init-addr none resolvers docker",
+            *(f"    server {s} {s}:{grpc} check" for s in servers),
+        ]  # fmt: skip
+    return HEADER + "\n".join(lines) + "\n"
 
 
 def postgres_init(nodes: list[dict[str, Any]]) -> str:
@@ -357,6 +400,8 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     }
     for node in nodes:
         files[Path(f"deploy/k8s/{node['id']}.yaml")] = k8s_node(node, reg_port)
+        if node["id"] == REPLICATED:
+            files[Path(f"deploy/haproxy/{node['id']}.cfg")] = haproxy_config(node)
     return files
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -80,18 +82,27 @@ def test_local_network_has_its_demo_site_and_web_may_reach_it() -> None:
     assert "127.0.0.0/8" in web.allow_cidrs
 
 
-@pytest.mark.parametrize("node_id", sorted(NODES))
-def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
+REPLICAS = {  # compose service → card id: each node's container, or the replicated node's replicas
+    **{n: n for n in NODES if n != GEN.REPLICATED},
+    **{f"{GEN.REPLICATED}-{i}": GEN.REPLICATED for i in range(1, GEN.COMPOSE_REPLICAS + 1)},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLICAS))
+def test_compose_runs_each_card_on_its_port(name: str) -> None:
+    node_id = REPLICAS[name]
     port, card_file = NODES[node_id]
-    service = COMPOSE[node_id]
+    service = COMPOSE[name]
     command = service["command"]
     assert command[:2] == ["serve", f"{GEN.CARD_DIR}/{node_id}.yaml"]
     assert command[command.index("--port") + 1] == str(port)
     assert command[command.index("--registry") + 1] == f"http://registry:{SPEC.registry.port}"
     assert service["volumes"] == [f"../cards/{card_file.name}:{GEN.CARD_DIR}/{node_id}.yaml:ro"]
     grpc = GRPC[node_id]
-    assert service["ports"] == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{grpc}:{grpc}"]
+    published = COMPOSE[node_id]["ports"]  # by the node's container, or by its balancer
+    assert published == [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{grpc}:{grpc}"]
     assert command[command.index("--grpc-port") + 1] == str(grpc)
+    assert command[command.index("--public-url") + 1] == f"http://{node_id}:{port}"
     assert f"127.0.0.1:{port}/healthz" in service["healthcheck"]["test"][-1]
     assert (DEPLOY / service["build"]["dockerfile"].removeprefix("deploy/")).is_file()
     assert service["environment"][GEN.TOKEN_ENV].startswith("${" + GEN.TOKEN_ENV)
@@ -99,7 +110,7 @@ def test_compose_runs_each_card_on_its_port(node_id: str) -> None:
 
 def test_compose_has_the_registry_and_postgres() -> None:
     # no Redis: replicas exchange events through PostgreSQL LISTEN/NOTIFY (docs/stores.md)
-    assert set(COMPOSE) == {"registry", "postgres", *NODES}
+    assert set(COMPOSE) == {"registry", "postgres", *NODES, *REPLICAS}
     assert all("redis" not in str(service).lower() for service in COMPOSE.values())
     registry = COMPOSE["registry"]
     port, grpc = SPEC.registry.port, SPEC.registry.grpc_port
@@ -168,3 +179,25 @@ def test_k8s_nodes_run_replicas_that_roll_and_drain_safely(node_id: str) -> None
     budget = K8S[("PodDisruptionBudget", node_id)]["spec"]
     assert budget["minAvailable"] == 1
     assert budget["selector"] == spec["selector"]
+
+
+def test_compose_balances_the_replicated_node_with_haproxy() -> None:
+    name = GEN.REPLICATED
+    port, grpc = NODES[name][0], GRPC[name]
+    balancer = COMPOSE[name]
+    assert balancer["image"].startswith("haproxy:")
+    replicas = [n for n, node in REPLICAS.items() if node == name]
+    assert len(replicas) >= 2
+    assert balancer["depends_on"] == {r: {"condition": "service_healthy"} for r in replicas}
+    config_file = DEPLOY / "haproxy" / f"{name}.cfg"
+    assert balancer["volumes"] == [f"./haproxy/{name}.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"]
+    config = config_file.read_text(encoding="utf-8")
+    assert f"bind *:{port}" in config and f"bind *:{grpc}" in config
+    for replica in replicas:
+        assert f"server {replica} {replica}:{port} check" in config
+        assert f"server {replica} {replica}:{grpc} check" in config
+        assert "ports" not in COMPOSE[replica]  # reached only through the balancer
+    haproxy = shutil.which("haproxy")
+    if haproxy:  # CI installs it (.ci/run); the check needs no network
+        check = subprocess.run([haproxy, "-c", "-f", str(config_file)], capture_output=True)
+        assert check.returncode == 0, check.stderr
