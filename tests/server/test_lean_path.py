@@ -364,3 +364,35 @@ async def test_a_node_with_the_lean_path_off_never_takes_it(
     task = await send(await make_client(http, url), skill_message("calculate", {"expression": "1"}))
     assert MessageToDict(task)["status"]["state"] == "TASK_STATE_COMPLETED"
     assert not LEAN
+
+
+async def test_grpc_takes_the_lean_path_with_the_same_tasks(serve: Any, tmp_path: Path) -> None:
+    """The gRPC binding reaches the same handler: same tasks, and the lean path serves it."""
+    import grpc
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+    answers: dict[bool, list[Any]] = {True: [], False: []}
+    for lean in (True, False):
+        card = parse_card(card_data(server={"lean_path": lean, "grpc_port": 0}), env={})
+        url = await serve(
+            lambda public_url, card=card, lean=lean: build_node_app(
+                card, public_url=public_url, data_dir=tmp_path / str(lean), tools=TEST_TOOLS
+            )
+        )
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            agent_card = await A2ACardResolver(http, url).get_agent_card()
+        config = ClientConfig(
+            streaming=False,
+            supported_protocol_bindings=["GRPC"],
+            grpc_channel_factory=grpc.aio.insecure_channel,
+        )
+        client = ClientFactory(config).create(agent_card)
+        try:
+            for _, message, config_args, _ in CASES[:3]:
+                answers[lean].append(await outcome(client, same_message(message)(), **config_args))
+        finally:
+            await client.close()
+    assert LEAN["served"] == 3, LEAN
+    on, off = Blank(), Blank()
+    for step, (a, b) in enumerate(zip(answers[True], answers[False], strict=True)):
+        assert on(a) == off(b), step
