@@ -237,6 +237,9 @@ class NodeRequestHandler(DefaultRequestHandler):
         message = params.message
         if message.role != Role.ROLE_USER:
             raise InvalidParamsError("message.role must be ROLE_USER")
+        for index, part in enumerate(message.parts):
+            if part.HasField("text") and not part.text:
+                raise InvalidParamsError(f"message.parts[{index}].text is empty")
         if params.configuration.HasField("task_push_notification_config") and not (
             self._agent_card.capabilities.push_notifications
         ):

@@ -164,6 +164,7 @@ def json_rpc_cases() -> list[Case]:
         rpc("parts empty", "SendMessage", {"message": msg([])}),
         rpc("parts object", "SendMessage", {"message": msg({"text": "x"})}),
         rpc("part empty", "SendMessage", {"message": msg([{}])}),
+        rpc("part text empty", "SendMessage", {"message": msg([{"text": ""}])}),
         rpc("part text int", "SendMessage", {"message": msg([{"text": 5}])}),
         rpc("part raw not base64", "SendMessage", {"message": msg([{"raw": "!!!"}])}),
         rpc("role unknown", "SendMessage", {"message": msg(role="user")}),
