@@ -43,12 +43,12 @@ from a2a.types import (
     SendMessageRequest,
     Task,
 )
-from a2a.utils import telemetry
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.task import apply_history_length, validate_history_length
 
 from node.errors import ConfigError
 from node.executor import NodeExecutor
+from node.server.sdk_tuning import telemetry_active
 from node.tooling import Tool
 from node.tooling.function_tool import FunctionTool
 
@@ -64,20 +64,6 @@ def lean_path_enabled(card_setting: bool) -> bool:
     if value in _ON | _OFF:
         return value in _ON
     raise ConfigError(f"{LEAN_PATH_ENV} must be 1/true/on or 0/false/off, not {value!r}")
-
-
-def telemetry_active() -> bool:
-    """Whether the SDK's spans go anywhere: its instrumentation on and a tracer provider set.
-
-    The lean path records no spans, so it stands aside then (checked per send: a provider may
-    be installed after the app is built).
-    """
-    if not (telemetry.otel_installed and telemetry.otel_enabled):
-        return False
-    from opentelemetry import trace  # installed, as checked above
-
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def cheap_inline(tool: Tool) -> bool:

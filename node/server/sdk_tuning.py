@@ -5,10 +5,11 @@
    :func:`required_field_errors` gives the same errors, in the same order, from a plan built
    once per message type, and skips nested types that cannot hold a REQUIRED field (``Struct``,
    ``Value``) — about 2 µs.
-2. With the SDK's telemetry off (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``, or without
-   OpenTelemetry), ``trace_class``/``trace_function`` still wrap every handler, queue, dispatcher
-   and transport method in a wrapper that opens a no-op span (~200 µs per request). With telemetry
-   off, :func:`apply` puts the wrapped functions back.
+2. With the SDK's telemetry off (``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false``, without
+   OpenTelemetry, or with no tracer provider set when the app is built), ``trace_class`` and
+   ``trace_function`` still wrap every handler, queue, dispatcher and transport method in a
+   wrapper that opens a no-op span (~200 µs per request). Then :func:`apply` puts the wrapped
+   functions back.
 
 :func:`apply` is called once by ``build_node_app`` (never at import). It patches only the SDK
 version it was written against (:data:`SUPPORTED`); another version is left alone with a warning,
@@ -209,9 +210,23 @@ def _unwrap_class(cls: type, codes: frozenset[object]) -> int:
 _applied: dict[str, int] = {}
 
 
+def telemetry_active() -> bool:
+    """Whether the SDK's spans go anywhere: its instrumentation on and a tracer provider set.
+
+    OpenTelemetry's API alone (``mcp`` installs it) gives spans that go nowhere, at ~200 µs per
+    request; they count as off. Tracing must be configured before the node's app is built.
+    """
+    if not (telemetry.otel_installed and telemetry.otel_enabled):
+        return False
+    from opentelemetry import trace  # installed, as checked above
+
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
 def telemetry_disabled() -> bool:
-    """Whether the SDK's spans are off for this process (decided by the SDK at its import)."""
-    return not (telemetry.otel_installed and telemetry.otel_enabled)
+    """Whether the SDK's spans would go nowhere in this process (see :func:`telemetry_active`)."""
+    return not telemetry_active()
 
 
 def apply() -> dict[str, int]:

@@ -102,7 +102,16 @@ def test_a_node_refuses_an_incomplete_request_with_the_sdks_error() -> None:
 PROBE = """
 import a2a.server.request_handlers
 import json
+import os
 from node.server import sdk_tuning
+if os.environ.get("PROBE_TRACER_PROVIDER"):
+    from opentelemetry import trace
+
+    class Provider(trace.TracerProvider):
+        def get_tracer(self, *args, **kwargs):
+            return trace.NoOpTracer()
+
+    trace.set_tracer_provider(Provider())
 from node.server.sdk_tuning import TRACED_MODULES, _wrapper_codes, unwrap_telemetry
 report = sdk_tuning.apply()
 codes = _wrapper_codes()
@@ -117,8 +126,10 @@ print(json.dumps({"report": report, "left": left}))
 """
 
 
-def _probe(enabled: str) -> dict[str, Any]:
+def _probe(enabled: str, *, provider: bool = False) -> dict[str, Any]:
     env = {**os.environ, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": enabled}
+    if provider:
+        env["PROBE_TRACER_PROVIDER"] = "1"
     out = subprocess.run(
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60
     )
@@ -136,7 +147,14 @@ def test_with_telemetry_off_no_sdk_method_keeps_its_wrapper() -> None:
 
 
 @pytest.mark.skipif(not telemetry.otel_installed, reason="OpenTelemetry is not installed")
-def test_with_telemetry_on_the_wrappers_stay() -> None:
-    probe = _probe("true")
+def test_with_telemetry_on_and_a_tracer_provider_the_wrappers_stay() -> None:
+    probe = _probe("true", provider=True)
     assert probe["report"]["telemetry_unwrapped"] == 0
     assert any("DefaultRequestHandlerV2.on_message_send" in name for name in probe["left"])
+
+
+@pytest.mark.skipif(not telemetry.otel_installed, reason="OpenTelemetry is not installed")
+def test_with_telemetry_on_but_no_tracer_provider_the_no_op_wrappers_go() -> None:
+    probe = _probe("true")
+    assert probe["report"]["telemetry_unwrapped"] > 100, UPGRADE
+    assert probe["left"] == []
