@@ -17,7 +17,7 @@ from node.store.cluster import Cluster, cluster_for
 from node.store.lifecycle import NodeTaskStore
 from node.store.terminal import TerminalTaskError
 from node.store.versioned import VersionedStore
-from tests.store.conftest import Backend
+from tests.store.conftest import _PG, Backend
 
 S = TaskState
 
@@ -172,5 +172,50 @@ async def test_a_subscriber_gets_every_later_event_in_order_and_leaves_nothing(
         await asyncio.wait_for(follower, 5)
         assert got == [(2, S.TASK_STATE_WORKING), *zip(range(3, 7), states, strict=True)]
         assert reader.stream.subscribers == 0
+    finally:
+        await reader.aclose()
+
+
+@pytest.mark.parametrize("durable", _PG, indirect=True)  # LISTEN/NOTIFY is PostgreSQL's
+async def test_a_lost_listener_reconnects_and_subscribers_read_what_they_missed(
+    durable: Backend, alice: ServerCallContext
+) -> None:
+    import asyncpg
+
+    from node.store.pg_events import PostgresEventStream
+    from tests.store.conftest import PG_URL
+
+    writer, reader = await open_cluster(durable), await open_cluster(durable)
+    stream = reader.stream
+    assert isinstance(stream, PostgresEventStream)
+    stream._reread_s = 60.0  # only the reconnect's wake-up can deliver within the test
+    await reader.start()
+    try:
+        tid = str(uuid.uuid4())
+        await save(writer.store, task(tid, S.TASK_STATE_WORKING), 0, alice)
+        got: list[int] = []
+
+        async def follow() -> None:
+            async with aclosing(stream.subscribe(tid, after=TaskVersion(1))) as events:
+                async for versioned in events:
+                    got.append(int(versioned.version._value))
+                    if versioned.version == TaskVersion(3):
+                        return
+
+        follower = asyncio.create_task(follow())
+        await asyncio.sleep(0.1)  # the follower read nothing and waits for a wake-up
+        assert stream._conn is not None
+        pid = stream._conn.get_server_pid()
+        admin = await asyncpg.connect(PG_URL)
+        try:
+            await admin.execute("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await admin.close()
+        # written while nobody listens: their NOTIFYs are lost, their rows are not
+        await save(writer.store, task(tid, S.TASK_STATE_WORKING, "2"), 1, alice)
+        await save(writer.store, task(tid, S.TASK_STATE_COMPLETED), 2, alice)
+        await asyncio.wait_for(follower, 10)
+        assert got == [2, 3]
+        assert stream._conn is not None and stream._conn.get_server_pid() != pid
     finally:
         await reader.aclose()
