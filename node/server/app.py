@@ -40,7 +40,7 @@ from node.server.push import NodePush, build_push
 from node.server.request_handler import NodeRequestHandler
 from node.server.runtime import NodeRuntime
 from node.server.v0_3 import v0_3_rest_routes
-from node.store.cluster import cluster_for
+from node.store.cluster import Cluster, cluster_for
 from node.store.factory import open_task_store
 from node.tooling import Tool
 from node.urls import http_url
@@ -57,6 +57,8 @@ class NodeState:
     runtime: NodeRuntime | None = None
     grpc: GrpcBinding | None = None  # when the card sets server.grpc_port
     push: NodePush | None = None  # unless the card sets push.enabled: false
+    cluster: Cluster | None = None  # versioned store and event stream (SQL stores)
+    handler: NodeRequestHandler | None = None
 
     @property
     def ready(self) -> bool:
@@ -126,7 +128,7 @@ def build_node_app(
     )
     task_store = open_task_store(store or card.server.store, data_dir)
     push = state.push = build_push(card, task_store)  # configs beside the tasks
-    cluster = cluster_for(task_store)  # versioned writes and cross-replica events (SQL stores)
+    cluster = state.cluster = cluster_for(task_store)  # versioned writes, cross-replica events
     handler = NodeRequestHandler(
         agent_executor=executor,
         task_store=task_store if cluster is None else cluster.store,
@@ -138,6 +140,7 @@ def build_node_app(
         **(push.handler_kwargs() if push is not None else {}),
     )
 
+    state.handler = handler
     if cluster is not None:  # a cancel through another replica stops the task here
         cluster.on_cancel(handler.stop_canceled)
 
