@@ -380,6 +380,9 @@ class NodeExecutor(AgentExecutor):
     ) -> list[ToolResult]:
         """Run the calls; the first "calling" update is the move to working.
 
+        A one-call task moves to working without a message: clients that join every status
+        message of a stream into the answer (crewAI) then see only the result.
+
         Each status update is an event through the SDK's queue and a store write, so the last
         call's "done" is left to the terminal status that follows it at once (it cost ~15 % of
         throughput on a one-call task).
@@ -391,6 +394,9 @@ class NodeExecutor(AgentExecutor):
             nonlocal started, done
             if event.kind == "started":
                 started += 1
+                if total == 1:  # the move to working says nothing that could read as the answer
+                    await updater.start_work()
+                    return
                 text = f"calling {event.tool} ({started}/{total})"
             else:
                 done += 1

@@ -144,7 +144,7 @@ async def test_send_get_and_errors_against_a_running_node(serve, tmp_path):
     code, out, err = await cli("send", url, "--skill", "calculate", "--arg", "expression=6*7")
     assert code == 0, err
     assert "--- calculate\n42" in out
-    assert "completed" in err and "calling calculate" in err
+    assert "completed" in err and "… working" in err
     code, out, err = await cli("send", url, "1 + 1", "--skill", "calculate", "--poll")
     assert code == 0 and "--- calculate\n2" in out
     code, out, _ = await cli(

@@ -135,8 +135,8 @@ async def _follow(
     node: NodeClient, message: Message, seen: _Followed, args: argparse.Namespace, *, quiet: bool
 ) -> None:
     def show(task: Task) -> None:
-        text = status_text(task)
         working = task.status.state == TaskState.TASK_STATE_WORKING
+        text = status_text(task) or ("working" if working else "")
         if text and text != seen.last_progress and working and not quiet:
             print(f"  … {text}", file=sys.stderr)
             seen.last_progress = text

@@ -139,9 +139,10 @@ def skill_server(
                     task_id = event.task_id
                 if isinstance(event, TaskStatusUpdateEvent):
                     message = status_text_of(event)
-                    if event.status.state == TaskState.TASK_STATE_WORKING and message:
+                    if event.status.state == TaskState.TASK_STATE_WORKING:
                         steps += 1
-                        await ctx.session.report_progress(steps, None, message)
+                        text = message or f"running {params.name}"
+                        await ctx.session.report_progress(steps, None, text)
             # the SDK's stream ends quietly when cancelled: the next await raises it here
             await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():

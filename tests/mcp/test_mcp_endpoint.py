@@ -178,7 +178,7 @@ async def test_progress_is_reported_from_the_task(node):
     async with mcp_client(node) as client:
         result = await client.call_tool("nap", {"seconds": 0.1}, progress_callback=progress)
     assert not result.is_error
-    assert "calling nap (1/1)" in seen
+    assert "running nap" in seen
 
 
 async def test_a_cancelled_call_cancels_the_task(node):
