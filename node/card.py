@@ -256,8 +256,16 @@ class ServerSettings(_Model):
         default=True,
         validation_alias=AliasChoices("recover_orphaned", "recover_interrupted"),
         description="At start, fail the orphaned tasks a dead process left submitted or working. "
-        "Turn off when several replicas share one PostgreSQL store (a starting replica would "
-        "fail its peers' tasks). The old key recover_interrupted is accepted (deprecated).",
+        "On a PostgreSQL store shared by replicas this runs only when no other replica is alive "
+        "(the leases of running tasks cover the rest). The old key recover_interrupted is "
+        "accepted (deprecated).",
+    )
+    task_retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Delete finished tasks (completed, failed, canceled, rejected) this many "
+        "days after their last change (SQLite and PostgreSQL stores, checked every minute). "
+        "Unset: keep them. Event rows for streaming are always kept one hour.",
     )
     lean_path: bool = Field(
         default=True,

@@ -128,7 +128,10 @@ def build_node_app(
     )
     task_store = open_task_store(store or card.server.store, data_dir)
     push = state.push = build_push(card, task_store)  # configs beside the tasks
-    cluster = state.cluster = cluster_for(task_store)  # versioned writes, cross-replica events
+    retention = card.server.task_retention_days
+    cluster = state.cluster = cluster_for(  # versioned writes, cross-replica events (SQL stores)
+        task_store, task_retention_s=None if retention is None else retention * 86400
+    )
     handler = NodeRequestHandler(
         agent_executor=executor,
         task_store=task_store if cluster is None else cluster.store,

@@ -219,3 +219,20 @@ async def test_a_lost_listener_reconnects_and_subscribers_read_what_they_missed(
         assert stream._conn is not None and stream._conn.get_server_pid() != pid
     finally:
         await reader.aclose()
+
+
+def test_the_cards_task_retention_reaches_the_pruner(tmp_path) -> None:
+    from node.card import parse_card
+    from node.server.app import build_node_app
+
+    def cluster_of(server: dict[str, object]) -> Cluster | None:
+        card = parse_card(
+            {"id": "kept", "name": "Kept", "description": "d", "server": server}, env={}
+        )
+        return build_node_app(card, data_dir=tmp_path / str(len(server))).state.node.cluster
+
+    kept = cluster_of({"store": "sqlite"})
+    assert kept is not None and kept.task_retention_s is None  # default: finished tasks stay
+    pruned = cluster_of({"store": "sqlite", "task_retention_days": 2})
+    assert pruned is not None and pruned.task_retention_s == 2 * 86400
+    assert cluster_of({"store": "memory"}) is None  # one process, no event rows
