@@ -51,7 +51,7 @@ class ReplicaFollower:
     def margin_s(self) -> float:
         """How far back heartbeats are re-read: another replica's flush delay, doubled, plus
         two seconds for the poll itself and for clocks that differ a little."""
-        return 2 * self._registry.settings.heartbeat_flush_s + 2.0
+        return 2 * self._registry.settings.heartbeat_flush + 2.0
 
     async def reload(self) -> None:
         """Set the cursor, then (re)load the whole index from the store."""

@@ -125,7 +125,7 @@ class Registry:
         self._last_sweep = float("-inf")
         self._unreadable: dict[str, str] = {}  # stored but not served: id -> why
         self.origin = uuid4().hex  # this replica, in the change log
-        self._beats = HeartbeatBatch(store, settings.heartbeat_flush_s)
+        self._beats = HeartbeatBatch(store, settings.heartbeat_flush)
         self._follower = ReplicaFollower(self, store, settings.sync_interval_s)
 
     async def start(self) -> None:
@@ -370,7 +370,7 @@ class Registry:
         async with self._write:
             now = self.clock()
             self._last_sweep = now
-            grace = 2 * self.settings.heartbeat_flush_s if self._store.dialect != "sqlite" else 0
+            grace = 2 * self.settings.heartbeat_flush if self._store.dialect != "sqlite" else 0
             gone = await self._store.sweep(
                 now - self.settings.evict_after - grace, origin=self.origin, now=now
             )

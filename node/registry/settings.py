@@ -35,8 +35,9 @@ class RegistrySettings(BaseModel):
     """Seconds without a heartbeat before an entry is deleted (default ``3 * ttl_s``)."""
     sweep_interval_s: float | None = None
     """Seconds between eviction sweeps (default ``ttl_s / 2``)."""
-    heartbeat_flush_s: float = Field(default=1.0, gt=0, le=10)
-    """Seconds between writes of the heartbeats batched in memory (one statement per write)."""
+    heartbeat_flush_s: float | None = Field(default=None, gt=0, le=10)
+    """Seconds between writes of the heartbeats batched in memory, one statement per write
+    (default 1 s, or ``ttl_s / 4`` when that is shorter)."""
     sync_interval_s: float = Field(default=1.0, gt=0, le=60)
     """Seconds between polls for what other replicas on the same database changed."""
     allow_cidrs: tuple[str, ...] = ()
@@ -59,7 +60,7 @@ class RegistrySettings(BaseModel):
     def _consistent(self) -> Self:
         if self.evict_after_s is not None and self.evict_after_s < self.ttl_s:
             raise ValueError("evict_after_s must be >= ttl_s")
-        if 2 * self.heartbeat_flush_s >= self.ttl_s:
+        if self.heartbeat_flush_s is not None and 2 * self.heartbeat_flush_s >= self.ttl_s:
             raise ValueError("heartbeat_flush_s must be less than half of ttl_s")
         if self.read_token_required and self.token is None and self.read_token is None:
             raise ValueError("read_token_required needs token or read_token")
@@ -68,6 +69,12 @@ class RegistrySettings(BaseModel):
     @property
     def evict_after(self) -> float:
         return self.evict_after_s if self.evict_after_s is not None else 3 * self.ttl_s
+
+    @property
+    def heartbeat_flush(self) -> float:
+        if self.heartbeat_flush_s is not None:
+            return self.heartbeat_flush_s
+        return min(1.0, self.ttl_s / 4)
 
     @property
     def sweep_interval(self) -> float:
