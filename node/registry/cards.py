@@ -20,8 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from a2a.compat.v0_3 import conversions as v03_conversions
+from a2a.compat.v0_3 import types as v03_types
 from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
+from pydantic import ValidationError
 
 from node.errors import GuardError, ToolError
 from node.protocol import AGENT_ID_PATTERN, HOP, SKILL_SCHEMAS
@@ -112,10 +115,7 @@ def parse_card(document: object) -> CardInfo:
         safejson.check(document)
     except safejson.UnsafeJson as exc:
         raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
-    try:
-        card = ParseDict(document, AgentCard(), ignore_unknown_fields=True)
-    except (ParseError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise InvalidCard(f"not an A2A AgentCard: {str(exc)[:300]}") from exc
+    card = _agent_card(document)
     if not card.name.strip():
         raise InvalidCard("card has no name")
     if len(card.name) > MAX_NAME_CHARS:
@@ -130,6 +130,24 @@ def parse_card(document: object) -> CardInfo:
     )
     _check_skills(skills)
     return CardInfo(_agent_id(card), card.name, card.description, skills, document)
+
+
+def _agent_card(document: dict[str, Any]) -> AgentCard:
+    """The card as A2A 1.0; a 0.3-only card (``url``, no ``supportedInterfaces``) is converted
+    by the SDK's compat layer, so agents built on a2a-sdk 0.3 can register too."""
+    try:
+        if "supportedInterfaces" not in document and "url" in document:
+            legacy = v03_types.AgentCard.model_validate(document)
+            return v03_conversions.to_core_agent_card(legacy)
+        card: AgentCard = ParseDict(document, AgentCard(), ignore_unknown_fields=True)
+        return card
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise InvalidCard(f"not an A2A 0.3 AgentCard: {problems}") from exc
+    except (ParseError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise InvalidCard(f"not an A2A AgentCard: {str(exc)[:300]}") from exc
 
 
 def check_record(record: AgentRecord) -> None:

@@ -162,3 +162,39 @@ def test_every_registry_error_has_a_status() -> None:
         status, code = errors.ERROR_TABLE[cls]
         assert code
         assert 400 <= status < 500 or cls is RegistryError
+
+
+def _v0_3_card(url: str) -> dict[str, Any]:
+    """A card as an a2a-sdk 0.3 server serves it: ``url``, no ``supportedInterfaces``."""
+    return {
+        "name": "Legacy",
+        "description": "an a2a-sdk 0.3 agent",
+        "url": url,
+        "version": "1.0.0",
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "echo", "name": "Echo", "description": "says it back", "tags": ["echo"]}],
+    }
+
+
+async def test_an_a2a_0_3_card_registers(client: httpx.AsyncClient, card_server) -> None:
+    url = card_server.put("/legacy.json", _v0_3_card("http://127.0.0.1:9/"))
+    response = await client.post("/v1/agents", json={"card_url": url})
+    assert response.status_code == 201, response.text
+    found = (await client.get("/v1/agents", params={"skill": "echo"})).json()
+    assert [a["name"] for a in found["agents"]] == ["Legacy"]
+
+
+async def test_an_invalid_a2a_0_3_card_is_422_naming_the_field(
+    client: httpx.AsyncClient, card_server
+) -> None:
+    card = _v0_3_card("http://127.0.0.1:9/")
+    del card["version"]
+    url = card_server.put("/legacy.json", card)
+    response = await client.post("/v1/agents", json={"card_url": url})
+    await assert_error(response, 422, "invalid_card")
+    assert "version" in response.json()["error"]["message"]
+    await assert_empty(client)
