@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -26,7 +26,7 @@ from node.mcp.link import PROBE_S, McpLink
 from node.mcp.names import mcp_tool_name
 from node.mcp.schema import normalise_schema
 from node.mcp.tool import McpTool
-from node.tooling.catalog import PreparedCall, Toolbox, ToolDefinition
+from node.tooling.catalog import SwappableCatalog
 from node.tooling.guards.urls import UrlGuard
 from node.tooling.schema import compile_schema
 from node.tooling.tool import Tool, ToolPolicy
@@ -76,7 +76,7 @@ def build_tools(link: McpLink, listed: Sequence[types.Tool]) -> list[McpTool]:
     return tools
 
 
-class McpToolset:
+class McpToolset(SwappableCatalog):
     """A :class:`~node.tooling.catalog.ToolCatalog` of MCP tools, refreshed per connection."""
 
     def __init__(
@@ -89,22 +89,19 @@ class McpToolset:
         self.links = [
             McpLink(s, self._install, url_guard=url_guard, probe_s=probe_s) for s in servers
         ]
+        super().__init__()
         self._by_server: dict[str, list[McpTool]] = {}
-        self._box = Toolbox()
-        self.revision = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     def _install(self, link: McpLink, listed: Sequence[types.Tool]) -> None:
         tools = build_tools(link, listed)
         self._by_server[link.name] = tools
         try:
-            box = Toolbox([t for ts in self._by_server.values() for t in ts], reuse=self._box)
+            self.replace(t for ts in self._by_server.values() for t in ts)
         except ConfigError as exc:  # two servers' names collide after sanitising
             log.warning("MCP server %r: tools left out: %s", link.name, exc)
             self._by_server[link.name] = []
             return
-        self._box = box
-        self.revision += 1
         log.info("MCP server %r: %d tool(s)", link.name, len(tools))
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -141,29 +138,6 @@ class McpToolset:
             }
             for link in self.links
         }
-
-    # -- the catalog ----------------------------------------------------------------------
-
-    def tools(self) -> tuple[Tool, ...]:
-        return self._box.tools()
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._box)
-
-    def get(self, name: str) -> Tool | None:
-        return self._box.get(name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._box
-
-    def __len__(self) -> int:
-        return len(self._box)
-
-    def definitions(self) -> tuple[ToolDefinition, ...]:
-        return self._box.definitions()
-
-    def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
-        return self._box.prepare_call(name, raw_arguments)
 
 
 async def list_mcp_tools(toolset: McpToolset) -> tuple[list[Tool], dict[str, dict[str, Any]]]:

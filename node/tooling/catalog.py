@@ -27,6 +27,7 @@ __all__ = [
     "CombinedCatalog",
     "FilteredCatalog",
     "PreparedCall",
+    "SwappableCatalog",
     "ToolCatalog",
     "ToolDefinition",
     "Toolbox",
@@ -151,6 +152,42 @@ class Toolbox:
         if entry is None:
             raise ToolNotFound(not_found_message(name, self._entries))
         return _prepare(entry, raw_arguments)
+
+
+class SwappableCatalog:
+    """A catalog whose whole contents are swapped: readers see one immutable :class:`Toolbox` at a
+    time; :meth:`replace` installs the next one (reusing compiled validators of unchanged tools)
+    and bumps ``revision``, so the served card is rebuilt. Peers and MCP servers are such sets."""
+
+    def __init__(self) -> None:
+        self._box = Toolbox()
+        self.revision = 0
+
+    def replace(self, tools: Iterable[Tool]) -> None:
+        """Install ``tools`` as the whole set (``ConfigError`` on a duplicate name)."""
+        self._box = Toolbox(tools, reuse=self._box)
+        self.revision += 1
+
+    def tools(self) -> tuple[Tool, ...]:
+        return self._box.tools()
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._box)
+
+    def get(self, name: str) -> Tool | None:
+        return self._box.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._box
+
+    def __len__(self) -> int:
+        return len(self._box)
+
+    def definitions(self) -> tuple[ToolDefinition, ...]:
+        return self._box.definitions()
+
+    def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
+        return self._box.prepare_call(name, raw_arguments)
 
 
 class CombinedCatalog:
