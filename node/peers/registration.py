@@ -6,6 +6,14 @@ registry is down (the node keeps serving meanwhile), then heartbeats every ``hea
 (``PUT /v1/agents/{id}/heartbeat``); a 404 means the registry forgot us, so it registers again.
 ``aclose()`` stops the task and deregisters (``DELETE /v1/agents/{id}``), best effort, briefly.
 A refused registration is logged with the registry's own reason (its error body).
+
+Several replicas of one node share one registration (same id, same public URL; re-registering
+an unchanged card is a heartbeat). One replica stopping must not delete what the others still
+hold, or they get 404 and re-register. A replica cannot tell cheaply whether another is alive (a
+replica with no running task holds no lease), so the rule is by store: with ``deregister=False``
+(the node's runtime passes it for a store replicas can share, PostgreSQL) ``aclose()`` only stops
+heartbeating and leaves the entry to the registry's TTL (``evict_after``), which removes it once
+the last replica stops; a node on SQLite or memory runs alone and deregisters at once.
 """
 
 from __future__ import annotations
@@ -75,12 +83,14 @@ class RegistryLink:
         backoff_max_s: float = 30.0,
         request_timeout_s: float = 5.0,
         close_timeout_s: float = 2.0,
+        deregister: bool = True,
     ) -> None:
         self._http, self._token, self.card_url = http, token, card_url
         self._agents = registry_url.rstrip("/") + "/v1/agents"
         self.heartbeat_s = heartbeat_s
         self._backoff = (backoff_initial_s, backoff_max_s)
         self._timeout, self._close_timeout = request_timeout_s, close_timeout_s
+        self.deregister = deregister
         self.agent_id: str | None = None  # set while registered
         self.registrations = 0
         self.heartbeats = 0
@@ -92,12 +102,12 @@ class RegistryLink:
             self._task = asyncio.create_task(self._run(), name="registry-link")
 
     async def aclose(self) -> None:
-        """Stop the task and deregister, best effort within ``close_timeout_s``."""
+        """Stop the task and deregister (unless shared), best effort within ``close_timeout_s``."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self.agent_id is None:
+        if self.agent_id is None or not self.deregister:
             return
         try:
             url = f"{self._agents}/{self.agent_id}"

@@ -65,7 +65,7 @@ class NodeRuntime:
         peers = PeerDirectory(http, card.peers, self_id=card.id, toolset=peer_tools)
         peers.start()
         stack.push_async_callback(peers.aclose)
-        link = registry_link(http, card, public_url)
+        link = registry_link(http, card, public_url, shared=hasattr(task_store, "replica_id"))
         if link is not None:
             link.start()
             stack.push_async_callback(link.aclose)
@@ -74,8 +74,14 @@ class NodeRuntime:
         )
 
 
-def registry_link(http: httpx.AsyncClient, card: NodeCard, public_url: str) -> RegistryLink | None:
-    """The heartbeat to the card's registry, or ``None`` when the card names none."""
+def registry_link(
+    http: httpx.AsyncClient, card: NodeCard, public_url: str, *, shared: bool = False
+) -> RegistryLink | None:
+    """The heartbeat to the card's registry, or ``None`` when the card names none.
+
+    ``shared``: the task store may be shared by replicas (PostgreSQL names its replica), so the
+    registration is theirs too and is left to the registry's TTL at shutdown.
+    """
     registry = card.peers.registry
     if registry is None:
         return None
@@ -85,4 +91,5 @@ def registry_link(http: httpx.AsyncClient, card: NodeCard, public_url: str) -> R
         lambda: read_token(registry.token_env),
         f"{public_url}/.well-known/agent-card.json",
         registry.heartbeat_s,
+        deregister=not shared,
     )

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ async def registry_url(tmp_path: Path) -> AsyncIterator[str]:
         yield url
 
 
-def link(http: httpx.AsyncClient, registry: str, peer: Peer, **kw: float) -> RegistryLink:
+def link(http: httpx.AsyncClient, registry: str, peer: Peer, **kw: Any) -> RegistryLink:
     card_url = f"{peer.url}/.well-known/agent-card.json"
     kw.setdefault("backoff_initial_s", 0.01)
     kw.setdefault("backoff_max_s", 0.05)
@@ -98,3 +99,22 @@ async def test_wrong_token_is_never_registered(
     await eventually(lambda: registration.failures >= 2)
     assert registration.agent_id is None
     await registration.aclose()
+
+
+async def test_a_replica_leaving_keeps_the_registration_of_the_others(
+    http: httpx.AsyncClient, start_peer: PeerFactory, registry_url: str
+) -> None:
+    """Two replicas of one node (one public URL, a shared store): one stops, the other holds on."""
+    b = await start_peer()
+    first = link(http, registry_url, b, deregister=False)
+    second = link(http, registry_url, b, deregister=False)
+    first.start()
+    second.start()
+    await eventually(lambda: first.agent_id == second.agent_id == "b")
+    await first.aclose()
+    beats = second.heartbeats
+    await eventually(lambda: second.heartbeats >= beats + 3)
+    assert second.registrations == 1  # never told 404, never re-registered
+    assert (await http.get(f"{registry_url}/v1/agents/b")).json()["healthy"] is True
+    await second.aclose()
+    assert (await http.get(f"{registry_url}/v1/agents/b")).status_code == 200  # left to the TTL
