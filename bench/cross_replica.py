@@ -12,6 +12,8 @@ releases it, and records when the fetching client went away.
   A (the SDK's local tap) and on B (our event stream over LISTEN/NOTIFY); the page is released; the
   figure is, per task, the time B's stream delivered the final event minus A's (same clock, same
   client process). Tasks run 10 at a time. Also counted: B streams that closed on COMPLETED.
+  Also, per status update B's stream delivers, receipt wall time minus the ``status.timestamp``
+  A stamped on it (the latency from the emit; the same on A's local tap for comparison).
 - **cancel**: a task on A is canceled through B; the figure is the time from the cancel call to
   A's fetch going away; afterwards the page is released and the task must still be CANCELED.
 - **kill -9**: a task runs on A, A is killed; the figure is the time until B reports it FAILED
@@ -115,13 +117,23 @@ async def start(client: NodeClient, page: str) -> str:
     return task_id
 
 
-async def final_at(client: NodeClient, task_id: str, opened: asyncio.Event) -> tuple[float, bool]:
-    """When the subscription delivered its last event, and whether that was COMPLETED."""
+async def final_at(
+    client: NodeClient, task_id: str, opened: asyncio.Event, lags: list[float] | None = None
+) -> tuple[float, bool]:
+    """When the subscription delivered its last event, and whether that was COMPLETED.
+
+    ``lags`` gets, per live status update, receive wall time minus the ``status.timestamp`` the
+    running replica stamped on it (ms; same host clock).
+    """
     last, state = 0.0, 0
     async with aclosing(client.client.subscribe(SubscribeToTaskRequest(id=task_id))) as stream:
         async for event in stream:
             opened.set()
             last = time.monotonic()
+            now_ns = time.time_ns()
+            if lags is not None and event.HasField("status_update"):
+                stamp = event.status_update.status.timestamp.ToNanoseconds()
+                lags.append((now_ns - stamp) / 1e6)
             for name in ("task", "status_update"):
                 if event.HasField(name):
                     state = getattr(event, name).status.state
@@ -172,14 +184,16 @@ async def run(args: argparse.Namespace) -> None:
                 key = f"s{n}"
                 task_id = await start(plain_a, f"http://127.0.0.1:{page_port}/hang/{key}")
                 opened = asyncio.Event(), asyncio.Event()
-                local = asyncio.create_task(final_at(on_a, task_id, opened[0]))
-                remote = asyncio.create_task(final_at(on_b, task_id, opened[1]))
+                local = asyncio.create_task(final_at(on_a, task_id, opened[0], local_lags))
+                remote = asyncio.create_task(final_at(on_b, task_id, opened[1], emit_lags))
                 await asyncio.wait_for(asyncio.gather(opened[0].wait(), opened[1].wait()), 30)
                 pages.release.setdefault(key, asyncio.Event()).set()
                 (t_a, _), (t_b, ok) = await asyncio.wait_for(asyncio.gather(local, remote), 60)
                 return (t_b - t_a) * 1000, ok
 
             deltas: list[float] = []
+            emit_lags: list[float] = []
+            local_lags: list[float] = []
             closed = 0
             for first in range(0, args.streams, 10):
                 batch = range(first, min(first + 10, args.streams))
@@ -192,6 +206,13 @@ async def run(args: argparse.Namespace) -> None:
                 f"p50 {pct(deltas, 0.5):.1f} ms, p99 {pct(deltas, 0.99):.1f} ms, "
                 f"max {max(deltas):.1f} ms, mean {statistics.mean(deltas):.1f} ms; "
                 f"B streams closed on COMPLETED: {closed}/{args.streams}"
+            )
+            print(
+                f"events from the emit: {len(emit_lags)} status updates received on B minus "
+                f"A's status.timestamp: p50 {pct(emit_lags, 0.5):.1f} ms, "
+                f"p99 {pct(emit_lags, 0.99):.1f} ms, max {max(emit_lags):.1f} ms (on A's local "
+                f"tap: p50 {pct(local_lags, 0.5):.1f} ms, p99 {pct(local_lags, 0.99):.1f} ms); "
+                f"load average {os.getloadavg()[0]:.2f}"
             )
 
             async def one_cancel(n: int) -> tuple[float, bool]:
