@@ -65,13 +65,18 @@ class NodeRuntime:
         peers = PeerDirectory(http, card.peers, self_id=card.id, toolset=peer_tools)
         peers.start()
         stack.push_async_callback(peers.aclose)
-        link = registry_link(http, card, public_url, shared=hasattr(task_store, "replica_id"))
+        link = registry_link(http, card, public_url, shared=shared_store(task_store))
         if link is not None:
             link.start()
             stack.push_async_callback(link.aclose)
         return cls(
             http=http, task_store=task_store, peers=peers, registry=link, recovered=recovered
         )
+
+
+def shared_store(task_store: NodeTaskStore) -> bool:
+    """Whether replicas may share this store: PostgreSQL names its replica; SQLite, memory don't."""
+    return hasattr(task_store, "replica_id")
 
 
 def registry_link(

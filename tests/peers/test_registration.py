@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from node.peers.registration import RegistryLink
+from node.server.runtime import shared_store
 from tests.peers.peers_support import REGISTRY_TOKEN, Peer, PeerFactory, eventually, registry_app
 from tests.servers import free_socket, running
 
@@ -118,3 +119,13 @@ async def test_a_replica_leaving_keeps_the_registration_of_the_others(
     assert (await http.get(f"{registry_url}/v1/agents/b")).json()["healthy"] is True
     await second.aclose()
     assert (await http.get(f"{registry_url}/v1/agents/b")).status_code == 200  # left to the TTL
+
+
+def test_only_a_node_on_a_shared_store_leaves_its_registration_behind(tmp_path: Path) -> None:
+    from node.store.memory import MemoryTaskStore
+    from node.store.postgres import PostgresTaskStore
+    from node.store.sqlite import SqliteTaskStore
+
+    assert shared_store(PostgresTaskStore("postgresql://127.0.0.1:1/unused"))  # not connected
+    assert not shared_store(SqliteTaskStore(tmp_path / "t.db"))
+    assert not shared_store(MemoryTaskStore())
