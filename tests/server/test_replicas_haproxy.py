@@ -110,11 +110,16 @@ async def balanced(tmp_path: Path) -> AsyncIterator[Balanced]:
             b.stop()
 
 
+AGGREGATES = {"FRONTEND", "BACKEND"}  # HAProxy's summary rows, not servers
+
+
 async def _up(balancer: Balanced) -> int:
+    """How many replica servers HAProxy's health checks say are UP."""
     async with httpx.AsyncClient() as client:
         text = (await client.get(f"{balancer.stats}/stats;csv")).text.lstrip("# ")
     rows = csv.DictReader(io.StringIO(text))
-    return sum(1 for r in rows if r["pxname"] == "replicas" and r["status"] == "UP")
+    servers = (r for r in rows if r["pxname"] == "replicas" and r["svname"] not in AGGREGATES)
+    return sum(1 for r in servers if r["status"] == "UP")
 
 
 async def test_every_task_sent_through_the_balancer_completes(balanced):
