@@ -1,16 +1,23 @@
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.types import ASGIApp
 
+from node.card import parse_card
 from node.peers.registration import RegistryLink
+from node.server.app import build_node_app
 from node.server.runtime import shared_store
 from tests.peers.peers_support import REGISTRY_TOKEN, Peer, PeerFactory, eventually, registry_app
+from tests.server.test_edge_guard import fresh_schema
 from tests.servers import free_socket, running
+
+PG_URL = os.environ.get("A2A_NODE_TEST_PG_URL", "")
 
 AUTH = {"Authorization": f"Bearer {REGISTRY_TOKEN}"}
 
@@ -129,3 +136,36 @@ def test_only_a_node_on_a_shared_store_leaves_its_registration_behind(tmp_path: 
     assert shared_store(PostgresTaskStore("postgresql://127.0.0.1:1/unused"))  # not connected
     assert not shared_store(SqliteTaskStore(tmp_path / "t.db"))
     assert not shared_store(MemoryTaskStore())
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="needs A2A_NODE_TEST_PG_URL")
+async def test_two_replicas_on_postgres_one_stops_the_other_stays_registered(
+    http: httpx.AsyncClient, registry_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two node apps, one PostgreSQL store, one public URL: B stopping leaves A registered."""
+    monkeypatch.setenv("REG_TOKEN", REGISTRY_TOKEN)
+    registry = {"url": registry_url, "token_env": "REG_TOKEN", "heartbeat_s": 0.05}
+    card = parse_card(
+        {"id": "twin", "name": "Twin", "description": "two replicas", "tools": ["calculate"]}
+        | {"peers": {"registry": registry}},
+        env={},
+    )
+    sock_a, sock_b = free_socket(), free_socket()
+    public = f"http://127.0.0.1:{sock_a.getsockname()[1]}"
+
+    def app(name: str, store: str) -> ASGIApp:
+        return build_node_app(card, public_url=public, data_dir=tmp_path / name, store=store)
+
+    async with fresh_schema(PG_URL) as store:
+        a_app = app("a", store)
+        async with running(a_app, sock_a):
+            async with running(app("b", store), sock_b):
+                runtime = a_app.state.node.runtime  # type: ignore[attr-defined]
+                a = runtime.registry
+                assert a is not None and not a.deregister
+                await eventually(lambda: a.heartbeats >= 1)
+            beats = a.heartbeats  # B has stopped
+            await eventually(lambda: a.heartbeats >= beats + 3)
+            assert a.registrations == 1  # never 404, never re-registered
+            assert (await http.get(f"{registry_url}/v1/agents/twin")).json()["healthy"] is True
