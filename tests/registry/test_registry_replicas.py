@@ -151,9 +151,8 @@ async def test_registering_the_same_card_again_writes_nothing(replica, card_serv
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)  # the sweep lock is PostgreSQL's
 async def test_only_one_replica_sweeps_at_a_time(replica, card_server, clock, db) -> None:
-    if "://" not in db:
-        pytest.skip("the sweep lock is PostgreSQL's")
     import asyncpg
 
     async with replica() as (a, registry):
