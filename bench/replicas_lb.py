@@ -22,7 +22,6 @@ import csv
 import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,9 +36,8 @@ import httpx  # noqa: E402
 from a2a.types import ListTasksRequest, TaskState  # noqa: E402
 
 from node.client import NodeClient  # noqa: E402
-from tests.server.test_edge_guard import fresh_schema  # noqa: E402
-from tests.server.test_replicas import CARD, Replica  # noqa: E402
-from tests.server.test_replicas_haproxy import CONFIG, Balanced, _port  # noqa: E402
+from tests.server.test_replicas import Replica  # noqa: E402
+from tests.server.test_replicas_haproxy import Balanced, balanced_replicas  # noqa: E402
 
 S = TaskState
 
@@ -60,49 +58,18 @@ class To(httpx.AsyncBaseTransport):
 
 
 async def stats(balancer: Balanced) -> dict[str, dict[str, str]]:
+    """HAProxy's stats rows by ``proxy/server``."""
     async with httpx.AsyncClient() as client:
         text = (await client.get(f"{balancer.stats}/stats;csv")).text.lstrip("# ")
-    rows = csv.DictReader(io.StringIO(text))
-    return {f"{r['pxname']}/{r['svname']}": r for r in rows}
-
-
-async def both_up(balancer: Balanced) -> bool:
-    rows = await stats(balancer)
-    return all(rows[f"replicas/{s}"]["status"] == "UP" for s in ("a", "b"))
+    return {f"{r['pxname']}/{r['svname']}": r for r in csv.DictReader(io.StringIO(text))}
 
 
 @asynccontextmanager
 async def balanced(tmp: Path) -> AsyncIterator[tuple[Balanced, Replica, Replica]]:
     haproxy = shutil.which("haproxy")
     assert haproxy, "needs haproxy"
-    port, stats_port = _port(), _port()
-    url = f"http://127.0.0.1:{port}"
-    card = tmp / "card.yaml"
-    card.write_text(CARD)
-    async with fresh_schema(os.environ["A2A_NODE_TEST_PG_URL"]) as store:
-        a = Replica(card, tmp / "a", store, "--public-url", url)
-        b = Replica(card, tmp / "b", store, "--public-url", url)
-        config = tmp / "haproxy.cfg"
-        config.write_text(CONFIG.format(port=port, stats=stats_port, a=a.port, b=b.port))
-        proxy = subprocess.Popen(
-            [haproxy, "-db", "-f", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            await a.start()
-            await b.start()
-            balancer = Balanced(url, f"http://127.0.0.1:{stats_port}")
-            deadline = time.monotonic() + 20
-            while not await both_up(balancer):  # _up() also counts the BACKEND row
-                assert time.monotonic() < deadline, "replicas not UP in HAProxy"
-                await asyncio.sleep(0.1)
-            yield balancer, a, b
-        finally:
-            proxy.terminate()
-            proxy.wait(timeout=10)
-            a.stop()
-            b.stop()
+    async with balanced_replicas(tmp, os.environ["A2A_NODE_TEST_PG_URL"], haproxy) as replicas:
+        yield replicas
 
 
 async def listed(client: NodeClient) -> set[str]:

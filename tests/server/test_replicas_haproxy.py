@@ -8,6 +8,7 @@ haproxy``; ``.ci/run`` installs it); it runs in the foreground and is stopped by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import shutil
@@ -78,19 +79,24 @@ class Balanced:
         return {r["svname"]: int(r["stot"]) for r in rows if r["pxname"] == "replicas"}
 
 
-@pytest.fixture
-async def balanced(tmp_path: Path) -> AsyncIterator[Balanced]:
+@contextlib.asynccontextmanager
+async def balanced_replicas(
+    tmp: Path, pg_url: str, haproxy: str
+) -> AsyncIterator[tuple[Balanced, Replica, Replica]]:
+    """Two replicas of one card on a fresh schema, behind HAProxy; both UP when this yields.
+
+    Also used by ``bench/replicas_lb.py``."""
     port, stats = _port(), _port()
     url = f"http://127.0.0.1:{port}"
-    card = tmp_path / "card.yaml"
+    card = tmp / "card.yaml"
     card.write_text(CARD)
-    async with fresh_schema(PG_URL) as store:
-        a = Replica(card, tmp_path / "a", store, "--public-url", url)
-        b = Replica(card, tmp_path / "b", store, "--public-url", url)
-        config = tmp_path / "haproxy.cfg"
+    async with fresh_schema(pg_url) as store:
+        a = Replica(card, tmp / "a", store, "--public-url", url)
+        b = Replica(card, tmp / "b", store, "--public-url", url)
+        config = tmp / "haproxy.cfg"
         config.write_text(CONFIG.format(port=port, stats=stats, a=a.port, b=b.port))
         proxy = subprocess.Popen(
-            [HAPROXY, "-db", "-f", str(config)],
+            [haproxy, "-db", "-f", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -99,15 +105,23 @@ async def balanced(tmp_path: Path) -> AsyncIterator[Balanced]:
             await b.start()
             await wait_until_ready(url, "/readyz", timeout=10)
             balancer = Balanced(url, f"http://127.0.0.1:{stats}")
-            deadline = time.monotonic() + 10  # both replicas pass HAProxy's health check
-            while (await _up(balancer)) < 2 and time.monotonic() < deadline:
+            deadline = time.monotonic() + 20  # both replicas pass HAProxy's health check
+            while (await _up(balancer)) < 2:
+                assert time.monotonic() < deadline, "replicas not UP in HAProxy"
                 await asyncio.sleep(0.1)
-            yield balancer
+            yield balancer, a, b
         finally:
             proxy.terminate()
             proxy.wait(timeout=10)
             a.stop()
             b.stop()
+
+
+@pytest.fixture
+async def balanced(tmp_path: Path) -> AsyncIterator[Balanced]:
+    assert PG_URL and HAPROXY  # the module's skip marks say so otherwise
+    async with balanced_replicas(tmp_path, PG_URL, HAPROXY) as (balancer, _, _):
+        yield balancer
 
 
 AGGREGATES = {"FRONTEND", "BACKEND"}  # HAProxy's summary rows, not servers
