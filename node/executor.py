@@ -33,6 +33,7 @@ from a2a.types import Message, Part, Task, TaskState
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
+from node.call_log import CallsUpdater, calls_of
 from node.errors import (
     BadArguments,
     BudgetExceeded,
@@ -252,7 +253,7 @@ class NodeExecutor(AgentExecutor):
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
-        return task, TaskUpdater(event_queue, task.id, task.context_id)
+        return task, CallsUpdater(event_queue, task.id, task.context_id)  # records its calls
 
     def prepare(self, context: RequestContext, task: Task, updater: TaskUpdater) -> Prepared | None:
         """Admit and plan a structured request: the calls :meth:`finish` runs.
@@ -504,4 +505,5 @@ class NodeExecutor(AgentExecutor):
             agent_id=self._settings.agent_id,
             max_hops=self._settings.max_hops,
             message_metadata=dict(metadata),
+            calls=calls_of(updater),
         )

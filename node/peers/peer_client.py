@@ -62,6 +62,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from node.call_log import note_remote_task
 from node.errors import ConfigError, PeerError
 from node.peers.breaker import CircuitBreaker
 from node.peers.grpc_channels import GrpcChannels
@@ -239,6 +240,7 @@ class PeerClient:
         except TimeoutError as exc:
             self._record(answered=progress.task is not None)
             if progress.task is not None:
+                note_remote_task(progress.task.id)
                 await self._cancel_quietly(progress.task.id, headers)
             raise PeerError(f"peer {self.peer_id} did not finish within {budget:.1f}s") from exc
         except CALL_ERRORS as exc:
@@ -249,6 +251,7 @@ class PeerClient:
         self.breaker.record_success()
         if isinstance(answer, Message):
             return parts_result(answer.parts)
+        note_remote_task(answer.id)  # the task's call record (node.call_log) names it
         return await self._outcome(answer, headers)
 
     def _record(self, *, answered: bool) -> None:

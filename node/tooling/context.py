@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
+    from node.call_log import CallLog
     from node.tooling.budget import CostBudget
     from node.tooling.guards.paths import Workspace
     from node.tooling.guards.urls import UrlGuard
@@ -36,6 +37,7 @@ class ToolContext:
     - ``agent_id`` / ``max_hops``: this node's id and hop limit, for tools that forward work
       (``None``: the forwarding tool's own defaults).
     - ``message_metadata``: the metadata of the message being served (its hop chain, if any).
+    - ``calls``: where the task's calls are recorded (:mod:`node.call_log`; ``None``: nowhere).
     """
 
     principal: str = "anonymous"
@@ -49,3 +51,4 @@ class ToolContext:
     agent_id: str | None = None
     max_hops: int | None = None
     message_metadata: Mapping[str, Any] = field(default_factory=dict)
+    calls: CallLog | None = None

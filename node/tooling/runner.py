@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Any, Protocol, cast
 
+from node.call_log import current_call
 from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolExecutionError, ToolTimeout
 from node.tooling.catalog import PreparedCall, ToolCatalog
 from node.tooling.context import ToolContext
@@ -150,12 +151,14 @@ class ToolRunner:
     async def _call(self, call: ToolCall, prepared: PreparedCall, ctx: ToolContext) -> ToolResult:
         tool = prepared.tool
         start = perf_counter()
+        record = ctx.calls.open(call.name, tool.policy.group) if ctx.calls is not None else None
         try:
             if tool.policy.cost and ctx.budget is not None:
                 ctx.budget.charge(tool.policy.cost, call.name)
             if self._on_event is not None:
                 await self._emit(ToolEvent("started", call))
-            output = await self._execute(tool, prepared.arguments, ctx, call.timeout)
+            with current_call(record):  # the peer client notes its task id on the record
+                output = await self._execute(tool, prepared.arguments, ctx, call.timeout)
             output, text = _text_form(output)
             limit = tool.policy.max_output
             if len(text) <= limit:
@@ -178,6 +181,8 @@ class ToolRunner:
             if len(message) > _MAX_ERROR:
                 message = message[:_MAX_ERROR] + "…"
             result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
+        if record is not None and ctx.calls is not None:  # before "finished": updates carry it
+            ctx.calls.close(record, ok=result.ok, error=result.error)
         if self._on_event is not None:
             await self._emit(ToolEvent("finished", call, result))
         return result

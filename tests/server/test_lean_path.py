@@ -138,7 +138,7 @@ class Blank:
         out: dict[str, Any] = {}
         agent = value.get("role") == "ROLE_AGENT"
         for key, item in value.items():
-            if key == "timestamp":
+            if key in ("timestamp", "started_at", "duration_ms"):  # wall-clock time
                 out[key] = "ts"
             elif key in self.IDS or (key == "messageId" and agent):
                 out[key] = self.name(item)
