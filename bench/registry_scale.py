@@ -1,0 +1,429 @@
+"""Registry search at scale (SIMULATED fill): N generated agents, then real HTTP queries.
+
+Run: ``source /tmp/pgenv; .venv/bin/python bench/registry_scale.py`` (1,000,000 agents on SQLite
+and on PostgreSQL; ``--agents 10000 --stores sqlite --duration 2`` for a quick run).
+
+1. SIMULATION: generates ``--agents`` realistic agents (brand-like names, 1–5 skills drawn with
+   Zipf popularity from 3,135 skill ids, 1–3 tags per skill from 623, descriptions made of real
+   words) and writes them straight into the registry's store (``AgentStore.save_many`` when the
+   store has it; else, for the code before issue 14, one INSERT per 5,000 rows into its table).
+   No card is fetched: this measures search, not registration (``bench/registry_search.py``
+   registers through the API).
+2. Starts the real registry (``serve_registry`` in its own process, uvicorn on 127.0.0.1 and an
+   ephemeral port) on that store, on a temporary SQLite file or a fresh PostgreSQL database (from
+   ``A2A_NODE_TEST_PG_URL``, dropped afterwards).
+3. Measures ``GET /v1/agents`` p50/p99 per query kind with ``wrk -c1`` (each kind rotates 64
+   distinct queries), then mixed-query throughput with ``wrk -c32`` rotating every kind; every
+   answer is checked to be a 200 listing (``bench/wrk/registry_queries.lua``). Reports the
+   registry's RSS (``/proc``) after start-up and after the queries, against the targets of issue
+   14: p50 ≤ 20 ms for every kind and RSS ≤ 500 MB at 1M agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from itertools import accumulate, zip_longest
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+from uuid import uuid4
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from registry_search import free_port, run_wrk, start_registry, wait_ready  # noqa: E402
+
+from node.registry import RegistrySettings  # noqa: E402
+from node.registry.cards import parse_card  # noqa: E402
+from node.registry.records import AgentRecord, Skill  # noqa: E402
+from node.registry.store import AgentStore  # noqa: E402
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+VERBS = _words(
+    """translate summarise extract classify rank search convert plan route parse tag
+map detect forecast validate reconcile schedule monitor audit generate transcribe annotate
+cluster deduplicate enrich geocode anonymise redact score recommend moderate caption segment
+compare merge index crawl book quote estimate diagnose triage review draft negotiate price
+optimise simulate backtest sign verify encrypt compress archive notify invoice track"""
+)
+OBJECTS = _words(
+    """text pages invoices images tables emails logs code tickets events orders contracts
+receipts shipments claims policies transactions payments portfolios prices quotes flights hotels
+recipes menus leads contacts resumes candidates patients prescriptions symptoms lab-results
+sensors alerts metrics traces incidents deployments pull-requests commits datasets spreadsheets
+charts maps addresses routes videos podcasts transcripts articles reviews products listings
+campaigns"""
+)
+DOMAINS = _words(
+    """finance legal medical retail logistics travel insurance energy telecom education
+media gaming security devops hr marketing sales support manufacturing agriculture construction
+real-estate automotive aviation shipping banking accounting tax compliance procurement
+research science chemistry biology climate weather government nonprofit hospitality food
+fashion sports music film publishing advertising ecommerce crypto payments healthcare pharma
+dental veterinary fitness wellness mobility robotics iot semiconductors cloud networking
+storage databases analytics nlp vision speech translation search recommendation fraud risk
+identity privacy gdpr hipaa pci audit mining oil gas water waste recycling utilities transit
+parking events ticketing"""
+)
+QUALIFIERS = _words(
+    """eu us uk apac latam fast batch realtime offline multilingual beta enterprise
+open-source on-prem gpu low-latency"""
+)
+ADJECTIVES = _words(
+    """reliable fast accurate secure private multilingual scalable lightweight
+explainable automated incremental streaming robust friendly precise thorough adaptive modular
+certified audited experimental trusted efficient compact detailed careful"""
+)
+AUDIENCES = _words(
+    """teams analysts developers clinicians lawyers accountants recruiters travellers
+merchants operators researchers students editors engineers auditors brokers dispatchers
+planners"""
+)
+SOURCES = [
+    "scanned documents", "PDF files", "web pages", "databases", "APIs", "spreadsheets",
+    "chat messages", "mailboxes", "cloud storage", "sensor feeds", "call recordings",
+    "support queues", "data lakes",
+]  # fmt: skip
+SYLLABLES = _words(
+    """ve lo ra zen tri mix no va qua sol arc ly ton bri ka mi do fy lum en ori on
+tek nex ax is cor al pi xo re da vi ta ner go su"""
+)
+ROLES = _words(
+    """Assistant Agent Bot Parser Extractor Translator Planner Analyst Scout Router
+Reviewer Auditor Scheduler Forecaster Monitor Copilot Concierge Clerk Broker Advisor"""
+)
+SKILL_IDS = [f"{v}-{o}" for v in VERBS for o in OBJECTS]
+TAGS = DOMAINS + [f"{d}-{q}" for d in DOMAINS for q in QUALIFIERS[:6]]
+NO_MATCH = "zqxjvkwy"
+
+
+def _a(word: str) -> str:
+    return f"{'An' if word[0] in 'aeiou' else 'A'} {word}"
+
+
+def _zipf(n: int, s: float = 1.0) -> list[float]:
+    """Cumulative Zipf weights over ``n`` ranks (for ``random.choices(cum_weights=...)``)."""
+    return list(accumulate(1 / (rank**s) for rank in range(1, n + 1)))
+
+
+class Population:
+    """The vocabulary in a fixed, seeded popularity order, and a deterministic agent generator."""
+
+    def __init__(self, seed: int = 1) -> None:
+        rnd = random.Random(seed)
+        self.skills = rnd.sample(SKILL_IDS, len(SKILL_IDS))  # popularity order
+        self.tags = rnd.sample(TAGS, len(TAGS))
+        self.skill_weights = _zipf(len(self.skills))
+        self.tag_weights = _zipf(len(self.tags))
+        self.brands = sorted(
+            {"".join(rnd.sample(SYLLABLES, rnd.randint(2, 3))).title() for _ in range(4000)}
+        )
+        self.seed = seed
+        self.counts: Counter[str] = Counter()  # "skill:x", "tag:x", "word:x" → agents
+        self.count = False
+
+    def agent(self, i: int, now: float) -> tuple[AgentRecord, dict[str, Any]]:
+        """Agent number ``i``: its record as the store holds it, and its card."""
+        rnd = random.Random(self.seed * 1_000_003 + i)
+        brand = rnd.choice(self.brands)
+        name = f"{brand} {rnd.choice(OBJECTS).split('-')[0].title()} {rnd.choice(ROLES)}"
+        agent_id = f"{name.lower().replace(' ', '-')}-{i:07d}"
+        host = f"https://{brand.lower()}{i % 997}.agents.example.com"
+        skill_ids = set(
+            rnd.choices(self.skills, cum_weights=self.skill_weights, k=rnd.randint(1, 5))
+        )
+        skills = []
+        for skill_id in sorted(skill_ids):
+            verb, obj = skill_id.split("-", 1)
+            tags = sorted(
+                set(rnd.choices(self.tags, cum_weights=self.tag_weights, k=rnd.randint(1, 3)))
+            )
+            qualities = " and ".join(rnd.sample(ADJECTIVES, 2))
+            description = (
+                f"{verb.title()}s {obj.replace('-', ' ')} from {rnd.choice(SOURCES)} for "
+                f"{rnd.choice(DOMAINS)} {rnd.choice(AUDIENCES)}; {qualities}."
+            )
+            skills.append(
+                Skill(skill_id, f"{verb.title()} {obj.replace('-', ' ')}", description, tuple(tags))
+            )
+        description = (
+            f"{_a(rnd.choice(ADJECTIVES))} {rnd.choice(DOMAINS)} agent by {brand} that helps "
+            f"{rnd.choice(AUDIENCES)} {skills[0].name.lower()} and more."
+        )
+        card = {
+            "name": name,
+            "description": description,
+            "version": f"1.{i % 7}.{i % 3}",
+            "supportedInterfaces": [
+                {"url": f"{host}/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            ],
+            "provider": {"organization": brand, "url": host},
+            "capabilities": {"streaming": i % 2 == 0},
+            "defaultInputModes": ["text/plain", "application/json"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": [s.to_json() for s in skills],
+        }
+        record = AgentRecord(
+            id=agent_id,
+            card_url=f"{host}/.well-known/agent-card.json",
+            name=name,
+            description=description,
+            skills=tuple(skills),
+            card=card,
+            registered_at=now,
+            last_seen=now,
+        )
+        if self.count:
+            self._count(record)
+        return record, card
+
+    def _count(self, record: AgentRecord) -> None:
+        keys = {f"skill:{s.id}" for s in record.skills}
+        keys |= {f"tag:{t}" for s in record.skills for t in s.tags}
+        text = " ".join([record.name, record.description, *(s.description for s in record.skills)])
+        keys |= {f"word:{w.strip('.,;').lower()}" for w in text.split()}
+        self.counts.update(keys)
+
+    def queries(self, seed: int = 7, n: int = 64) -> dict[str, list[str]]:
+        """``n`` distinct-ish paths per query kind, drawn as users would (popular terms more)."""
+        rnd = random.Random(seed)
+
+        def path(**params: str) -> str:
+            return "/v1/agents?" + urlencode(params)
+
+        def skill() -> str:
+            return rnd.choices(self.skills, cum_weights=self.skill_weights)[0]
+
+        def tag() -> str:
+            return rnd.choices(self.tags, cum_weights=self.tag_weights)[0]
+
+        words = [w for w in ADJECTIVES + AUDIENCES + DOMAINS if "-" not in w]
+        return {
+            "skill": [path(skill=skill()) for _ in range(n)],
+            "tag": [path(tag=tag()) for _ in range(n)],
+            "free text": [path(q=rnd.choice(words)) for _ in range(n)],
+            "partial name": [
+                path(q=rnd.choice(self.brands)[: rnd.randint(4, 6)].lower()) for _ in range(n)
+            ],
+            "free text, no match": [path(q="".join(rnd.sample(NO_MATCH, 6))) for _ in range(n)],
+            "include_card": [path(tag=tag(), include_card="true") for _ in range(n)],
+        }
+
+    def matching(self, query_path: str) -> int | None:
+        """Agents the generator counted for a query: exact for skill and tag; for ``q`` the
+        agents holding the whole word, else the sum over the words it begins (an upper bound)."""
+        params = dict(p.split("=", 1) for p in query_path.split("?", 1)[1].split("&"))
+        for key in ("skill", "tag"):
+            if key in params:
+                return self.counts[f"{key}:{params[key]}"]
+        q = params.get("q")
+        if q is None:
+            return None
+        if (exact := self.counts.get(f"word:{q}")) is not None:
+            return exact
+        return sum(n for k, n in self.counts.items() if k.startswith(f"word:{q}"))
+
+
+def check_generated(population: Population, sample: int = 50) -> None:
+    """The records written directly are what registering their cards would store."""
+    for i in range(sample):
+        record, card = population.agent(i, 0.0)
+        info = parse_card(card)
+        assert (info.name, info.description, info.skills) == (
+            record.name,
+            record.description,
+            record.skills,
+        ), f"generated agent {i} differs from its parsed card"
+
+
+async def fill_store(
+    db_url: str, population: Population, agents: int, *, chunk: int = 5000
+) -> tuple[float, list[str]]:
+    """SIMULATED fill: write ``agents`` generated records straight into the store; return the
+    seconds it took and the ids."""
+    store = AgentStore(db_url)
+    await store.open()
+    ids: list[str] = []
+    save_many = getattr(store, "save_many", None)
+    many_kwargs: dict[str, Any] = {}
+    if save_many is not None:
+        names = inspect.signature(save_many).parameters
+        many_kwargs = {k: v for k, v in (("origin", "bench"), ("live_after", 0.0)) if k in names}
+    start = time.perf_counter()
+    try:
+        now = time.time()
+        for first in range(0, agents, chunk):
+            records = [
+                population.agent(i, now)[0] for i in range(first, min(agents, first + chunk))
+            ]
+            if save_many is not None:
+                await save_many(records, **many_kwargs)
+            else:
+                await _insert_rows(store, records)
+            ids += [r.id for r in records]
+            if first and first % (chunk * 20) == 0:
+                rate = first / (time.perf_counter() - start)
+                print(f"  ... {first} agents written ({rate:.0f}/s)", flush=True)
+    finally:
+        await store.close()
+    return time.perf_counter() - start, ids
+
+
+async def _insert_rows(store: AgentStore, records: list[AgentRecord]) -> None:
+    """For a store without ``save_many`` (before issue 14): one multi-row INSERT per chunk into
+    its agents table, what ``save`` writes for a new id (no change-log rows: nobody follows)."""
+    from node.registry.store import _to_row, agents  # the table's own row mapping
+
+    async with store._eng().begin() as conn:
+        await conn.execute(agents.insert(), [_to_row(r) for r in records])
+
+
+@asynccontextmanager
+async def fresh_database(base: str, prefix: str = "a2a_bench") -> AsyncIterator[str]:
+    """A new PostgreSQL database for this run (plain ``postgresql://`` URL), dropped after."""
+    name = f"{prefix}_{uuid4().hex[:10]}"
+    admin = await asyncpg.connect(base)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield base.rsplit("/", 1)[0] + "/" + name
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@asynccontextmanager
+async def store_url(kind: str, base_pg: str | None) -> AsyncIterator[str]:
+    """A fresh, empty store of ``kind`` (``sqlite`` or ``postgresql``), removed afterwards."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="a2a_bench_scale_") as tmp:
+            yield str(Path(tmp) / "registry.db")
+    else:
+        if not base_pg:
+            sys.exit("set A2A_NODE_TEST_PG_URL (source /tmp/pgenv) for PostgreSQL")
+        async with fresh_database(base_pg, "a2a_bench_scale") as url:
+            yield url
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """The process's resident set now and at its peak (VmRSS, VmHWM), in MB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))  # type: ignore[return-value]
+
+
+def interleave(lists: list[list[str]]) -> list[str]:
+    return [p for group in zip_longest(*lists) for p in group if p is not None]
+
+
+async def first_page_hits(url: str, paths: list[str]) -> tuple[float, float]:
+    """Mean agents on the first page, and the fraction of queries with a next page."""
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        pages = [(await http.get(p)).raise_for_status().json() for p in paths[:16]]
+    hits = statistics.mean(len(p["agents"]) for p in pages)
+    return hits, sum(1 for p in pages if p.get("next_page_token")) / len(pages)
+
+
+def uptime() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+async def measure(kind: str, args: argparse.Namespace, population: Population) -> dict[str, Any]:
+    out: dict[str, Any] = {"store": kind}
+    async with store_url(kind, os.environ.get("A2A_NODE_TEST_PG_URL")) as db:
+        print(f"\n== {kind}: SIMULATED fill of {args.agents} generated agents (load {uptime()})")
+        seconds, _ = await fill_store(
+            RegistrySettings(db=db).db_url, population, args.agents, chunk=args.chunk
+        )
+        out["fill_s"] = seconds
+        print(f"wrote {args.agents} agents into the store in {seconds:.0f} s "
+              f"({args.agents / seconds:.0f}/s)")  # fmt: skip
+        settings = RegistrySettings(
+            port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=86_400
+        )
+        t0 = time.perf_counter()
+        registry = start_registry(settings)
+        try:
+            await wait_ready(settings.base_url + "/healthz", timeout_s=args.ready_timeout)
+            out["startup_s"] = time.perf_counter() - t0
+            async with httpx.AsyncClient(base_url=settings.base_url) as http:
+                held = (await http.get("/healthz")).json()["agents"]
+            out["rss_start"] = rss_mb(registry.pid)[0]
+            print(f"registry ready in {out['startup_s']:.1f} s holding {held} agents, "
+                  f"RSS {out['rss_start']:.0f} MB (load {uptime()})")  # fmt: skip
+            print(f"\nsearch latency, wrk -t1 -c1, {args.duration} s per kind, page_size 50")
+            print(f"{'query kind':<22}{'p50 ms':>8}{'p99 ms':>9}{'req/s':>7}"
+                  f"{'hits/page':>10}{'more':>6}{'matching (median)':>19}")  # fmt: skip
+            kinds = population.queries()
+            out["kinds"] = {}
+            for name, paths in kinds.items():
+                r = run_wrk(settings.base_url, paths, connections=1, duration=args.duration)
+                hits, more = await first_page_hits(settings.base_url, paths)
+                counted = [m for p in paths if (m := population.matching(p)) is not None]
+                median = f"{statistics.median(counted):.0f}" if counted else "-"
+                out["kinds"][name] = r
+                print(f"{name:<22}{r['p50']:>8.2f}{r['p99']:>9.2f}{r['rps']:>7.0f}"
+                      f"{hits:>10.1f}{more:>6.0%}{median:>19}")  # fmt: skip
+            mixed = run_wrk(
+                settings.base_url,
+                interleave(list(kinds.values())),
+                connections=32,
+                duration=args.duration * 2,
+            )
+            out["mixed"] = mixed
+            out["rss_end"], out["rss_peak"] = rss_mb(registry.pid)
+            print(f"\nmixed queries (every kind in rotation), wrk -t1 -c32: {mixed['rps']:.0f} "
+                  f"req/s, p50 {mixed['p50']:.1f} ms, p99 {mixed['p99']:.1f} ms")  # fmt: skip
+            print(f"registry RSS {out['rss_end']:.0f} MB after the queries, peak "
+                  f"{out['rss_peak']:.0f} MB (load {uptime()})")  # fmt: skip
+        finally:
+            registry.send_signal(signal.SIGTERM)
+            registry.wait(timeout=60)
+    worst = max(r["p50"] for r in out["kinds"].values())
+    peak = out["rss_peak"]
+    print(f"targets at {args.agents} SIMULATED agents on {kind}: p50 <= 20 ms for every kind: "
+          f"{'met' if worst <= 20 else 'MISSED'} (worst {worst:.1f} ms); RSS <= 500 MB: "
+          f"{'met' if peak <= 500 else 'MISSED'} (peak {peak:.0f} MB)")  # fmt: skip
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=1_000_000)
+    parser.add_argument("--stores", default="sqlite,postgresql", help="comma-separated")
+    parser.add_argument("--duration", type=int, default=5, help="seconds per wrk -c1 run")
+    parser.add_argument("--chunk", type=int, default=5000, help="records per store write")
+    parser.add_argument("--ready-timeout", type=float, default=1800, help="registry start-up")
+    args = parser.parse_args()
+    population = Population()
+    check_generated(population)
+    population.count = True
+    for kind in args.stores.split(","):
+        population.counts.clear()
+        await measure(kind, args, population)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
