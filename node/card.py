@@ -272,6 +272,17 @@ class ServerSettings(_Model):
         description="Serve a new blocking SendMessage to cheap inline tools without the SDK's "
         "event machinery (same task, saved once). A2A_NODE_LEAN_PATH=0 turns it off too.",
     )
+    metrics: bool = Field(
+        default=True,
+        description="Serve Prometheus metrics at GET /metrics (tasks, tool and peer calls, "
+        "circuit breakers, push deliveries); it needs credentials like every route but the card "
+        "and the health probes.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Log lines as text, or one JSON object per line (task_id, context_id, "
+        "trace_id, principal fields); `a2a-node serve --log-format` overrides it.",
+    )
 
 
 class NodeCard(_Model):

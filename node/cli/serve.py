@@ -23,7 +23,7 @@ from node.cli.cards import check_tool_names
 from node.cli.common import EXIT_USAGE, CliError, is_loopback
 from node.urls import http_url
 
-__all__ = ["add_serve_command"]
+__all__ = ["add_log_format_option", "add_serve_command"]
 
 _STARTUP_FAILED = "Application startup failed. Exiting."
 
@@ -126,6 +126,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"refusing to bind {host} with auth off; configure auth in the card or pass --insecure"
         )
     check_tool_names(card, discover_tools())  # the names, with a did-you-mean, before anything
+    from node.observability import logs, tracing
+
+    log_format = args.log_format or card.server.log_format
+    logs.configure(args.log_level, log_format, logs.secret_values(card))
+    tracing.configure(service_name=card.id)  # before the app: the SDK keeps its spans
     from node.server.app import build_node_app
     from node.server.grpc_binding import grpc_address
     from node.server.serve import make_server
@@ -140,6 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     guard = _StartupError(app)
     config = make_server(guard, host, port, log_level=args.log_level).config
+    logs.configure(args.log_level, log_format)  # uvicorn's loggers (set up just now) too
     logging.getLogger("uvicorn.error").addFilter(_DropStartupFailed(guard))
     where = public_url if public_url == listening else f"{public_url} (listening on {listening})"
     state = app.state.node
@@ -209,4 +215,15 @@ def add_serve_command(sub: Any) -> None:
         help="let peers found through the registry live in CIDR (the registry's host always may)",
     )
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without auth")
+    add_log_format_option(p)
     p.set_defaults(run=cmd_serve)
+
+
+def add_log_format_option(p: Any) -> None:
+    """``--log-format text|json`` (``serve``, ``up``, ``registry``)."""
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="log lines as text or one JSON object per line, with task, context, trace id and "
+        "principal (default: the card's server.log_format, else text)",
+    )

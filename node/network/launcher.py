@@ -103,6 +103,7 @@ class Network:
         run_dir: Path,
         cli: Sequence[str] = (sys.executable, "-m", "node.cli"),
         log_level: str = "info",
+        log_format: str | None = None,
         report: Callable[[str], None] = _stderr,
     ) -> None:
         self.spec = spec
@@ -114,6 +115,7 @@ class Network:
         self.site_url = _url(spec.site.port) if spec.site else None
         self._stopping = False
         self._watchers: list[asyncio.Task[None]] = []
+        self.log_format = log_format  # the nodes' (serve --log-format); None: their cards'
         env = {**os.environ, TOKEN_ENV: self.token, "PYTHONUNBUFFERED": "1"}
         cli = [*cli, "--log-level", log_level]
 
@@ -167,6 +169,8 @@ class Network:
         argv = [*cli, "serve", str(card_path), "--host", HOST, "--port", str(node.port)]
         argv += ["--data-dir", str(self.run_dir / name)]
         argv += ["--registry", self.registry_url, "--registry-token-env", TOKEN_ENV]
+        if self.log_format:
+            argv += ["--log-format", self.log_format]
         for cidr in node.allow_cidrs:
             argv += ["--allow-cidr", cidr]
         if node.store:

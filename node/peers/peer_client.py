@@ -64,6 +64,8 @@ from tenacity import (
 
 from node.call_log import note_remote_task
 from node.errors import ConfigError, PeerError
+from node.observability import tracing
+from node.observability.tracing import SpanKind
 from node.peers.breaker import CircuitBreaker
 from node.peers.grpc_channels import GrpcChannels
 from node.peers.results import message_text, parts_result, task_result
@@ -223,7 +225,15 @@ class PeerClient:
             await self._channels.aclose()
 
     async def call(self, message: Message, *, deadline: float) -> Any:
-        """Send ``message``, wait until the peer finishes or ``deadline`` (epoch s); its result."""
+        """Send ``message``, wait until the peer finishes or ``deadline`` (epoch s); its result.
+
+        One CLIENT span ``peer <id>`` covers the call; each request carries its ``traceparent``.
+        """
+        attributes = {"a2a_node.peer": self.peer_id}
+        with tracing.span(f"peer {self.peer_id}", kind=SpanKind.CLIENT, attributes=attributes):
+            return await self._call(message, deadline)
+
+    async def _call(self, message: Message, deadline: float) -> Any:
         try:
             token = self._token()
         except ConfigError as exc:
@@ -231,7 +241,8 @@ class PeerClient:
         if not self.breaker.acquire():
             retry = math.ceil(self.breaker.retry_after())
             raise PeerError(f"peer {self.peer_id} circuit open; retry after {retry}s")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        tracing.inject(headers)  # W3C trace context: an HTTP header or gRPC metadata
         progress = _Progress()
         budget = max(0.0, deadline - time.time())
         try:

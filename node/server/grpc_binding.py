@@ -54,6 +54,7 @@ from starlette.authentication import AuthenticationError
 
 from node.card import AuthSettings, Credential
 from node.errors import ConfigError
+from node.observability import tracing
 from node.server.auth import authenticate, identity
 from node.server.proto_guard import check_request
 from node.urls import url_host
@@ -125,6 +126,7 @@ class _Edge(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
+        tracing.attach_incoming(handler_call_details.invocation_metadata or ())  # traceparent
         if self._auth.enabled:
             try:
                 caller = authenticate(

@@ -21,6 +21,7 @@ import httpx
 from a2a.types import TaskPushNotificationConfig
 
 from node.errors import GuardError, ToolError
+from node.observability import tracing
 from node.tooling.guards.urls import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ async def deliver(
             client,
             "POST",
             config.url,
-            headers=webhook_headers(config),
+            headers=tracing.inject(webhook_headers(config)),  # the task's trace continues
             json=body,
             timeout=timeout,
             max_bytes=MAX_REPLY_BYTES,

@@ -1,0 +1,1 @@
+"""What a node shows of itself: metrics, traces and structured logs."""
