@@ -14,6 +14,8 @@ All derive from :class:`node.errors.RegistryError`::
     ├── Conflict           the agent id is already registered from another card URL
     ├── BodyTooLarge       the request body is over the limit
     ├── UnsupportedMediaType  a request body that is not application/json
+    ├── Busy               every card-fetch slot stayed taken (503, Retry-After)
+    │   └── HostBusy       every slot for the card's host stayed taken (429, Retry-After)
     └── CardError          the card could not be used (nothing is stored)
         ├── UrlRefused     the card URL resolves to an address the SSRF guard refuses
         ├── CardUnreachable
@@ -74,6 +76,18 @@ class BodyTooLarge(RegistryError):
     """The request body is larger than the configured limit."""
 
 
+class Busy(RegistryError):
+    """Every card-fetch slot stayed taken for the bounded wait; retry after ``retry_after_s``."""
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class HostBusy(Busy):
+    """Every card-fetch slot for this card's host stayed taken for the bounded wait."""
+
+
 class CardError(RegistryError):
     """The agent card could not be fetched or used."""
 
@@ -108,6 +122,8 @@ ERROR_TABLE: dict[type[RegistryError], tuple[int, str]] = {
     Conflict: (409, "conflict"),
     BodyTooLarge: (413, "body_too_large"),
     UnsupportedMediaType: (415, "unsupported_media_type"),
+    Busy: (503, "busy"),
+    HostBusy: (429, "host_busy"),
     CardError: (422, "card_error"),
     UrlRefused: (422, "url_refused"),
     CardUnreachable: (422, "card_unreachable"),
@@ -133,4 +149,6 @@ def error_response(exc: RegistryError) -> JSONResponse:
     """The JSON error response for ``exc``."""
     status, code = status_and_code(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, Busy):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers)
