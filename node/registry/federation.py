@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -158,7 +158,7 @@ class Federation:
         hop_header: str | None,
         free: int,
         offset: int,
-        is_local: Callable[[str], bool],
+        is_local: Callable[[str], Awaitable[bool]],
         local_card_urls: set[str],
     ) -> Tail:
         """Up to ``free`` upstream entries from ``offset`` on, none listed here already."""
@@ -188,7 +188,7 @@ class Federation:
         while i < len(merged) and len(out) < free:
             entry = merged[i]
             i += 1
-            if is_local(entry["id"]) or entry.get("card_url") in local_card_urls:
+            if entry.get("card_url") in local_card_urls or await is_local(entry["id"]):
                 continue
             out.append(safejson.dumps(entry))
         rows = [
