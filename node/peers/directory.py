@@ -6,7 +6,9 @@ agents, merges them by agent id (a static entry wins: it carries the token, filt
 :class:`PeerToolset`: one :class:`RemoteSkillTool` per kept skill, in group ``peer:<id>``; a peer
 whose card changed has its tools rebuilt, a vanished peer's tools are dropped. When the registry
 or a peer cannot be reached, the last good view of it stays (a warning is logged; the peer is
-marked unhealthy). Each peer keeps one :class:`PeerClient`; its breaker survives card changes.
+marked unhealthy). The registry is read with ETags (:class:`RegistryReader`): when nothing
+changed, nothing is parsed and the tools are not touched. Each peer keeps one
+:class:`PeerClient`; its breaker survives card changes.
 Peer clients share the node's HTTP client and the directory's gRPC channels (closed by
 :meth:`PeerDirectory.aclose`); both discovery paths read 1.0 and 0.3 cards alike.
 """
@@ -18,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -31,7 +33,7 @@ from node.peers.cards import CardFetcher, agent_id, card_from_json, card_url, sk
 from node.peers.grpc_channels import GrpcChannels
 from node.peers.peer_client import PeerClient
 from node.peers.peer_guard import PeerGuard
-from node.peers.registry_client import search_agents
+from node.peers.registry_client import RegistryReader
 from node.peers.remote_tool import RemoteSkillTool
 from node.peers.settings import PeersSettings, RegistryConnection, StaticPeer, read_token
 from node.peers.toolset import PeerToolset
@@ -104,6 +106,7 @@ class PeerDirectory:
         self._channels = GrpcChannels()
         self._static_cards: dict[str, AgentCard] = {}  # last good card per static URL
         self._registry_peers: dict[str, _Peer] = {}  # last good registry view
+        self._reader = RegistryReader(http, registry.url) if registry else None
         self._view: dict[str, _Peer] = {}
         self._installed: dict[str, _Installed] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
@@ -111,6 +114,7 @@ class PeerDirectory:
         self._task: asyncio.Task[None] | None = None
         self.refreshes = 0  # completed refreshes
         self.skipped_entries = 0  # registry entries left out by the last registry read
+        self.registry_unchanged = 0  # registry reads answered 304 Not Modified (nothing parsed)
         self._reported: set[str] = set()
 
     def peers(self) -> list[PeerInfo]:
@@ -122,6 +126,10 @@ class PeerDirectory:
             out.append(PeerInfo(pid, peer.card.name, peer.url, skills, peer.healthy, source))
         return out
 
+    def breaker_states(self) -> dict[str, str]:
+        """Each known peer's circuit breaker state (``closed``, ``open``, ``half_open``)."""
+        return {pid: breaker.state for pid, breaker in self._breakers.items()}
+
     async def refresh(self) -> None:
         """Fetch cards and the registry's list, then replace the tool set; never raises."""
         async with self._lock:
@@ -131,7 +139,8 @@ class PeerDirectory:
             view = dict(self._registry_peers)
             view.update((agent_id(p.card), p) for p in statics if p is not None)
             view.pop(self.self_id, None)
-            self._sync(view)
+            if view != self._view:  # same peers, same cards: the tools stay as they are
+                self._sync(view)
             self._view = view
             self.refreshes += 1
 
@@ -175,15 +184,22 @@ class PeerDirectory:
 
     async def _fetch_registry(self, registry: RegistryConnection) -> None:
         problems: list[str] = []
+        assert self._reader is not None
         try:
-            entries = await search_agents(
-                self._http, registry.url, token=read_token(registry.token_env), skipped=problems
+            listing = await self._reader.read(
+                token=read_token(registry.token_env), skipped=problems
             )
         except NodeError as exc:
             log.warning("registry %s unavailable; keeping the last view: %s", registry.url, exc)
-            for peer in self._registry_peers.values():
-                peer.healthy = False
+            self._reader.forget()  # the next read is a full one, so health comes back with it
+            self._registry_peers = {
+                pid: replace(peer, healthy=False) for pid, peer in self._registry_peers.items()
+            }
             return
+        if not listing.changed:  # 304 for every page: the last view stands, nothing parsed
+            self.registry_unchanged += 1
+            return
+        entries = listing.agents
         peers: dict[str, _Peer] = {}
         guard = await self._peer_guard.for_registry(registry.url) if self._peer_guard else None
         for entry in entries:
