@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from node.console.routes import is_console_path
 from node.errors import RegistryError
 from node.registry.errors import (
     BodyTooLarge,
@@ -56,7 +57,7 @@ class Gate:
         if length.isdigit() and int(length) > self.max_body:
             raise BodyTooLarge(f"request body is larger than {self.max_body} bytes")
         path: str = scope["path"]
-        if path in PUBLIC_PATHS:
+        if path in PUBLIC_PATHS or is_console_path(path):  # the console's data-free files
             return
         is_write = scope["method"] not in READ_METHODS and path.startswith("/v1/")
         tokens = self.write_tokens if is_write else self.read_tokens

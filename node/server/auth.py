@@ -22,6 +22,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 
 from node.card import AuthSettings, Credential
+from node.console.routes import is_console_path
 
 PUBLIC_PATHS = frozenset({"/.well-known/agent-card.json", "/healthz", "/readyz"})
 
@@ -66,7 +67,7 @@ class CredentialBackend(AuthenticationBackend):
         self._settings = settings
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
-        if conn.url.path in PUBLIC_PATHS:
+        if conn.url.path in PUBLIC_PATHS or is_console_path(conn.url.path):  # data-free files
             return None
         headers = conn.headers
         return identity(

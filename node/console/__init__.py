@@ -1,0 +1,1 @@
+"""The web console at ``/ui``: static pages (plain ES modules, no build step) and their routes."""
