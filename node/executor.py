@@ -33,7 +33,7 @@ from a2a.types import Message, Part, Task, TaskState
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Value
 
-from node.call_log import CallsUpdater, calls_of
+from node.call_log import calls_of
 from node.errors import (
     BadArguments,
     BudgetExceeded,
@@ -52,6 +52,15 @@ from node.errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+)
+from node.observability import logs, tracing
+from node.observability.metrics import (
+    MeteredUpdater,
+    NodeMetrics,
+    note_skill,
+    refused_call,
+    requested_skill,
+    task_run,
 )
 from node.peers.hops import HopState, check_hop, read_hop
 from node.planning import Request, parse_request, plan_request
@@ -152,6 +161,7 @@ class NodeServices:
     workspace: Workspace | None = None
     url_guard: UrlGuard | None = None
     http: httpx.AsyncClient | None = None
+    metrics: NodeMetrics | None = None  # the app's metrics, when the card turns them on
 
 
 @dataclass(slots=True)
@@ -241,7 +251,8 @@ class NodeExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task, updater = await self.begin(context, event_queue)
-        await self._settle(task, updater, self._handle(context, task, updater))
+        with task_run(self._settings.services.metrics, updater):  # counted by its final state
+            await self._settle(task, updater, self._handle(context, task, updater))
 
     async def begin(
         self, context: RequestContext, event_queue: EventQueue
@@ -253,7 +264,10 @@ class NodeExecutor(AgentExecutor):
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
-        return task, CallsUpdater(event_queue, task.id, task.context_id)  # records its calls
+        user = context.call_context.user if context.call_context is not None else None
+        principal = user.user_name if user is not None and user.is_authenticated else "anonymous"
+        logs.bind(task_id=task.id, context_id=task.context_id, principal=principal)  # this task's
+        return task, MeteredUpdater(event_queue, task.id, task.context_id)  # calls, state
 
     def prepare(self, context: RequestContext, task: Task, updater: TaskUpdater) -> Prepared | None:
         """Admit and plan a structured request: the calls :meth:`finish` runs.
@@ -266,26 +280,44 @@ class NodeExecutor(AgentExecutor):
         admitted = self._admit(context, message, task, updater)
         if self._settings.planner is not None and admitted.is_free_text:
             return None
-        return Prepared(self._plan(admitted), admitted.ctx)
+        return Prepared(self._plan(admitted, updater), admitted.ctx)
 
     async def finish(self, prepared: Prepared, task: Task, updater: TaskUpdater) -> None:
         """Run and report prepared calls, ending the task exactly as :meth:`execute` does."""
-        await self._settle(task, updater, self._finish(prepared, updater))
+        with task_run(self._settings.services.metrics, updater):
+            await self._settle(task, updater, self._finish(prepared, updater))
 
     async def _settle(
         self, task: Task, updater: TaskUpdater, work: Coroutine[Any, Any, None]
     ) -> None:
-        """Await ``work``; an error ends the task by :data:`TASK_OUTCOMES` (or as internal)."""
-        try:
-            await work
-        except (NodeError, InputNeeded) as exc:
-            await self._stop(updater, exc)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            error_id = uuid.uuid4().hex[:12]
-            log.exception("task %s failed with an internal error (error id %s)", task.id, error_id)
-            await updater.failed(self._say(updater, f"internal error (error id {error_id})"))
+        """Await ``work``; an error ends the task by :data:`TASK_OUTCOMES` (or as internal).
+
+        The task's span (:mod:`node.observability.tracing`) covers it; one log line says how it
+        ended.
+        """
+        start, ended = time.perf_counter(), "ran"
+        attributes = {"a2a.task.id": task.id, "a2a.context.id": task.context_id}
+        with tracing.span("task", attributes=attributes):
+            try:
+                await work
+            except (NodeError, InputNeeded) as exc:
+                found = task_outcome(exc)
+                ended = str(found.state) if found is not None else "failed"
+                if ended != Outcome.INPUT_REQUIRED:
+                    tracing.set_error(f"{ended}: {exc}")
+                await self._stop(updater, exc)
+            except asyncio.CancelledError:
+                ended = "canceled"
+                raise
+            except Exception:
+                error_id = uuid.uuid4().hex[:12]
+                ended = f"failed with an internal error (error id {error_id})"
+                tracing.set_error(ended)
+                log.exception("task %s %s", task.id, ended)
+                await updater.failed(self._say(updater, f"internal error (error id {error_id})"))
+            finally:
+                ms = (time.perf_counter() - start) * 1000
+                log.info("task %s %s (%.1f ms)", task.id, ended, ms)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
@@ -304,10 +336,11 @@ class NodeExecutor(AgentExecutor):
         if self._settings.planner is not None and admitted.is_free_text:
             await self._plan_with_model(admitted.request, admitted.ctx, updater)
             return
-        await self._finish(Prepared(self._plan(admitted), admitted.ctx), updater)
+        await self._finish(Prepared(self._plan(admitted, updater), admitted.ctx), updater)
 
     async def _finish(self, prepared: Prepared, updater: TaskUpdater) -> None:
         """Run the prepared calls and report their results."""
+        note_skill(updater, *(call.name for call, _ in prepared.calls))  # metrics' skill label
         results = await self._run(prepared.calls, prepared.ctx, updater)
         await self._report(results, updater)
 
@@ -324,6 +357,7 @@ class NodeExecutor(AgentExecutor):
             metadata,
             context.metadata,  # the request's own params.metadata
         )
+        note_skill(updater, requested_skill(request))
         pending = self._pending(task)
         return _Admitted(
             request=request,
@@ -332,7 +366,9 @@ class NodeExecutor(AgentExecutor):
             is_free_text=pending is None and is_free_text(request),
         )
 
-    def _plan(self, admitted: _Admitted) -> list[tuple[ToolCall, PreparedCall]]:
+    def _plan(
+        self, admitted: _Admitted, updater: TaskUpdater
+    ) -> list[tuple[ToolCall, PreparedCall]]:
         """The request's calls, prepared and capability-checked once, for the runner to run.
 
         Raises what :data:`TASK_OUTCOMES` turns into a rejection or an input-required pause.
@@ -346,7 +382,11 @@ class NodeExecutor(AgentExecutor):
         )
         prepared: list[tuple[ToolCall, PreparedCall]] = []
         for call in calls:
-            ready = self._tools.prepare_call(call.name, call.arguments)
+            try:
+                ready = self._tools.prepare_call(call.name, call.arguments)
+            except ToolError as exc:
+                refused_call(updater, call.name, exc)  # counted if the task ends on it
+                raise
             call.arguments = ready.arguments
             prepared.append((call, ready))
         granted = admitted.ctx.capabilities
@@ -506,4 +546,5 @@ class NodeExecutor(AgentExecutor):
             max_hops=self._settings.max_hops,
             message_metadata=dict(metadata),
             calls=calls_of(updater),
+            metrics=services.metrics,
         )

@@ -34,6 +34,7 @@ from a2a.types import AgentCard, AgentSkill, Message, Part, Role
 from google.protobuf import json_format, struct_pb2
 
 from node.errors import InvalidArguments
+from node.observability.metrics import peer_call
 from node.peers.cards import skill_schemas
 from node.peers.hops import HopState, check_hop, forward_metadata, read_hop
 from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
@@ -117,7 +118,9 @@ class RemoteSkillTool(Tool):
         check_hop(
             HopState(tuple(hop["chain"]), hop["max_hops"], hop["deadline"]), self.peer.peer_id, now
         )
-        return await self.peer.call(self._message(arguments, metadata), deadline=hop["deadline"])
+        message = self._message(arguments, metadata)
+        with peer_call(ctx.metrics, self.peer.peer_id):  # outcome and latency per peer
+            return await self.peer.call(message, deadline=hop["deadline"])
 
     def _message(self, arguments: Mapping[str, Any], metadata: dict[str, Any]) -> Message:
         parts: list[Part]

@@ -59,6 +59,8 @@ class PushStats:
 
     delivered: int = 0
     failed: int = 0  # given up: attempts spent, refused by the guard or by the receiver
+    refused: int = 0  # of ``failed``: refused by the guard or by the receiver (never retried)
+    retried: int = 0  # attempts that failed for a reason worth retrying (down, timeout, 5xx)
     dropped: int = 0  # events not queued: the queue was full or the node was stopping
 
 
@@ -203,9 +205,14 @@ class PushDispatcher(PushNotificationSender):
     async def _attempt(self, config: TaskPushNotificationConfig, body: dict[str, Any]) -> Outcome:
         assert self._client is not None
         async with self._slots:
-            return await deliver(
+            outcome = await deliver(
                 self._client, self._guard, config, body, timeout=self._settings.timeout_s
             )
+        if outcome is Outcome.RETRY:
+            self.stats.retried += 1
+        elif outcome is Outcome.GIVE_UP:
+            self.stats.refused += 1
+        return outcome
 
     async def aclose(self) -> None:
         """Stop taking events, wait ``shutdown_grace_s`` for the pending ones, then cancel."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import httpx
 
     from node.call_log import CallLog
+    from node.observability.metrics import NodeMetrics
     from node.tooling.budget import CostBudget
     from node.tooling.guards.paths import Workspace
     from node.tooling.guards.urls import UrlGuard
@@ -38,6 +39,7 @@ class ToolContext:
       (``None``: the forwarding tool's own defaults).
     - ``message_metadata``: the metadata of the message being served (its hop chain, if any).
     - ``calls``: where the task's calls are recorded (:mod:`node.call_log`; ``None``: nowhere).
+    - ``metrics``: the node's metrics (:mod:`node.observability.metrics`; ``None``: off).
     """
 
     principal: str = "anonymous"
@@ -52,3 +54,4 @@ class ToolContext:
     max_hops: int | None = None
     message_metadata: Mapping[str, Any] = field(default_factory=dict)
     calls: CallLog | None = None
+    metrics: NodeMetrics | None = None

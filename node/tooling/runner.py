@@ -28,6 +28,7 @@ from typing import Any, Protocol, cast
 
 from node.call_log import current_call
 from node.errors import CapabilityMissing, ErrorKind, ToolError, ToolExecutionError, ToolTimeout
+from node.observability import tracing
 from node.tooling.catalog import PreparedCall, ToolCatalog
 from node.tooling.context import ToolContext
 from node.tooling.results import (
@@ -122,6 +123,8 @@ class ToolRunner:
         for index, (call, ready) in enumerate(items):
             if isinstance(ready, ToolResult):
                 results[index] = ready
+                if ctx.metrics is not None:  # refused before it ran
+                    ctx.metrics.tool_call(call.name, ready.error_kind or ErrorKind.EXECUTION, 0.0)
                 if self._on_event is not None:
                     await self._emit(ToolEvent("finished", call, ready))
             elif ready.tool.policy.concurrency_safe:
@@ -157,7 +160,10 @@ class ToolRunner:
                 ctx.budget.charge(tool.policy.cost, call.name)
             if self._on_event is not None:
                 await self._emit(ToolEvent("started", call))
-            with current_call(record):  # the peer client notes its task id on the record
+            with (
+                current_call(record),  # the peer client notes its task id on the record
+                tracing.span(f"tool {call.name}", attributes={"a2a_node.tool": call.name}),
+            ):
                 output = await self._execute(tool, prepared.arguments, ctx, call.timeout)
             output, text = _text_form(output)
             limit = tool.policy.max_output
@@ -183,6 +189,8 @@ class ToolRunner:
             result = ToolResult.failure(call, ErrorKind.EXECUTION, message, perf_counter() - start)
         if record is not None and ctx.calls is not None:  # before "finished": updates carry it
             ctx.calls.close(record, ok=result.ok, error=result.error)
+        if ctx.metrics is not None:
+            ctx.metrics.tool_call(call.name, result.error_kind, result.duration_s)
         if self._on_event is not None:
             await self._emit(ToolEvent("finished", call, result))
         return result
