@@ -161,7 +161,7 @@ def test_every_registry_error_has_a_status() -> None:
     for cls in classes:
         status, code = errors.ERROR_TABLE[cls]
         assert code
-        assert 400 <= status < 500 or cls is RegistryError
+        assert 400 <= status < 500 or cls in (RegistryError, errors.Busy)  # Busy: 503
 
 
 def _v0_3_card(url: str) -> dict[str, Any]:
