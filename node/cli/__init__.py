@@ -4,6 +4,8 @@ One module per family of commands, each registering its sub-parsers::
 
     serve.py     serve                     one node from its card
     tasks.py     send, get, cancel         talking to a node about tasks
+    watch.py     watch                     a task's live progress and calls (also send --follow)
+    top.py       top                       a registry's agents with health and load (/metrics)
     cards.py     card, tools, call         a card and its tools, locally
     network.py   registry, agents, up      the registry and a local network
     mcp.py       mcp-stdio                 a card's skills for an MCP host, over stdio
@@ -29,6 +31,8 @@ from node.cli.mcp import add_mcp_commands
 from node.cli.network import add_network_commands
 from node.cli.serve import add_serve_command
 from node.cli.tasks import add_task_commands
+from node.cli.top import add_top_command
+from node.cli.watch import add_watch_command
 from node.errors import NodeError
 
 __all__ = ["build_parser", "main", "parse", "run"]
@@ -52,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_command(sub)
     add_task_commands(sub)
+    add_watch_command(sub)
     add_card_commands(sub)
     add_network_commands(sub)
+    add_top_command(sub)
     add_mcp_commands(sub)
     return parser
 

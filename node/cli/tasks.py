@@ -1,7 +1,8 @@
 """``send``, ``get`` and ``cancel``: talking to a node about tasks.
 
 ``send`` follows the task over SSE (or by polling with ``--poll``) until it ends or waits for
-input, all within ``--timeout``; ``--task`` replies to an input-required task. An agent may also
+input, all within ``--timeout``; ``--follow`` shows it as ``watch`` does (:mod:`node.cli.watch`);
+``--task`` replies to an input-required task. An agent may also
 answer with a message and no task (the registry's ``find_agents`` does): it is printed as such.
 """
 
@@ -31,6 +32,7 @@ from node.cli.common import (
     token_of,
 )
 from node.cli.output import print_json, print_message, print_task, state_name
+from node.cli.watch import progress_display, watch_task
 from node.client import (
     NodeClient,
     apply_event,
@@ -134,6 +136,18 @@ async def _send(args: argparse.Namespace) -> int:
 async def _follow(
     node: NodeClient, message: Message, seen: _Followed, args: argparse.Namespace, *, quiet: bool
 ) -> None:
+    if args.follow:  # the live display of ``watch``: state, status messages, calls
+        with progress_display() as progress:
+            async for event in node.events(message):
+                if event.HasField("message"):
+                    seen.reply = event.message
+                    return
+                progress.event(event)
+                seen.task = progress.task
+            if seen.task.id:
+                seen.task = await watch_task(node, seen.task.id, progress)
+        return
+
     def show(task: Task) -> None:
         working = task.status.state == TaskState.TASK_STATE_WORKING
         text = status_text(task) or ("working" if working else "")
@@ -193,6 +207,12 @@ def add_task_commands(sub: Any) -> None:
     follow.add_argument("--no-wait", action="store_true", help="print the task id and return")
     follow.add_argument("--poll", action="store_true", help="poll for progress instead of SSE")
     follow.add_argument("--stream", action="store_true", help="follow over SSE (the default)")
+    follow.add_argument(
+        "--follow",
+        action="store_true",
+        help="follow over SSE with a live display of state, status and the task's calls "
+        "(as watch shows them)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
