@@ -25,8 +25,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route, Router
 
 from node.card import NodeCard
+from node.console.routes import console_routes
 from node.executor import ExecutorSettings, NodeExecutor, NodeServices
 from node.mcp.endpoint import MCP_PATH, mcp_endpoint_for
+from node.observability.metrics import NodeMetrics, metrics_route
+from node.observability.tracing import TraceContextMiddleware
 from node.server import sdk_tuning
 from node.server.agent_card import REST_PREFIX, build_agent_card
 from node.server.assembly import NodeTools, assemble_tools
@@ -59,6 +62,7 @@ class NodeState:
     push: NodePush | None = None  # unless the card sets push.enabled: false
     cluster: Cluster | None = None  # versioned store and event stream (SQL stores)
     handler: NodeRequestHandler | None = None
+    metrics: NodeMetrics | None = None  # unless the card sets server.metrics: false
 
     @property
     def ready(self) -> bool:
@@ -111,7 +115,10 @@ def build_node_app(
         assert isinstance(agent_card, AgentCard)
         return agent_card
 
-    services = NodeServices(workspace=node_tools.workspace, url_guard=node_tools.url_guard)
+    metrics = state.metrics = _metrics(card, node_tools)
+    services = NodeServices(
+        workspace=node_tools.workspace, url_guard=node_tools.url_guard, metrics=metrics
+    )
     executor = NodeExecutor(
         node_tools.catalog,
         node_tools.skills,
@@ -182,6 +189,10 @@ def build_node_app(
             if mcp is not None:  # MCP sessions end before the handler closes
                 await stack.enter_async_context(mcp.open())
             services.http = runtime.http
+            if metrics is not None:  # read when scraped: breakers per peer, push deliveries
+                metrics.watch_peers(runtime.peers.breaker_states)
+                if push is not None:
+                    metrics.watch_push(push.dispatcher.stats)
             state.runtime = runtime
             runtime.ready = True
             freeze_startup_heap()  # short full GC pauses from here on (node.server.heap)
@@ -204,8 +215,10 @@ def build_node_app(
     app = Starlette(
         routes=[
             agent_card_route(current_card(), card_now, card.server.card_cache_s),
+            *console_routes("node", agent_id=card.id, rest=REST_PREFIX),  # /ui: this node
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            *([metrics_route(metrics)] if metrics is not None else []),
             *([Route(MCP_PATH, mcp)] if mcp is not None else []),
             *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v0_3),
             Mount(
@@ -224,9 +237,21 @@ def build_node_app(
     return app
 
 
+def _metrics(card: NodeCard, tools: NodeTools) -> NodeMetrics | None:
+    """The node's metrics (labels: its skills and its catalog's tools), or None when off."""
+    if not card.server.metrics:
+        return None
+    return NodeMetrics(
+        is_skill=lambda name: name in tools.skills(), is_tool=tools.catalog.__contains__
+    )
+
+
 def _middleware(card: NodeCard) -> list[Middleware]:
-    """Body size limit, then authentication (when on), then the JSON edge guard."""
-    middleware = [Middleware(RequestBodyLimitMiddleware, max_body_size=card.limits.max_body_bytes)]
+    """Trace context, body size limit, then authentication (when on), then the JSON edge guard."""
+    middleware = [
+        Middleware(TraceContextMiddleware),  # a traceparent continued; a span when tracing is on
+        Middleware(RequestBodyLimitMiddleware, max_body_size=card.limits.max_body_bytes),
+    ]
     if card.auth.enabled:
         middleware.append(
             Middleware(
