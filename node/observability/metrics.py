@@ -33,7 +33,7 @@ seen; anything else is ``"other"``. No task ids, no free text.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from time import perf_counter
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -283,6 +283,7 @@ class _Metrics:
         self._scraped = _ScrapeTime()
         self.registry.register(self._scraped)
         self._children: dict[tuple[int, object], Any] = {}
+        self.refresh: Callable[[], Awaitable[None]] | None = None  # awaited before each scrape
 
     def _count(self, counter: Counter, labels: tuple[str, ...]) -> None:
         key = (id(counter), labels)
@@ -378,13 +379,18 @@ def peer_call(metrics: NodeMetrics | None, peer: str) -> _PeerCall | _NoRun:
 
 
 class RegistryMetrics(_Metrics):
-    """The registry's metrics; ``health`` counts agents as ``{"healthy": n, "unhealthy": m}``."""
+    """The registry's metrics; ``health`` counts agents as ``{"healthy": n, "unhealthy": m}``,
+    after ``refresh`` (awaited at each scrape) has counted them in the store."""
 
     REGISTRATIONS = ("created", "updated", "refused")
 
-    def __init__(self, health: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        health: Callable[[], Mapping[str, int]],
+        refresh: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__()
-        self._scraped.health = health
+        self._scraped.health, self.refresh = health, refresh
         self._heartbeats = Counter(
             "a2a_registry_heartbeats", "Heartbeats accepted.", registry=self.registry
         )
@@ -408,6 +414,8 @@ def metrics_route(metrics: _Metrics) -> Route:
     """``GET /metrics``: the app's metrics in Prometheus text format."""
 
     async def endpoint(_: Request) -> Response:
+        if metrics.refresh is not None:
+            await metrics.refresh()
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
     return Route(METRICS_PATH, endpoint, methods=["GET"])
