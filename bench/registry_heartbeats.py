@@ -6,9 +6,10 @@ heartbeat period, 200 heartbeats/s; ``--replicas 2`` spreads them over two regis
 
 1. Creates a fresh PostgreSQL database from ``A2A_NODE_TEST_PG_URL`` (dropped afterwards), starts
    a card server in this process and ``serve_registry`` in its own process(es) on that database.
-2. Fills the agents: ``--fill direct`` (default) writes the validated records straight into the
-   store before the registry starts (fast; the heartbeat phase is what is measured), ``--fill
-   http`` registers each through ``POST /v1/agents`` (the registry fetches each card).
+2. Fills the agents: ``--fill direct`` (default) writes generated agents straight into the store
+   before the registry starts (``registry_scale.fill_store``: fast, the heartbeat phase is what
+   is measured), ``--fill http`` registers each through ``POST /v1/agents`` (the registry
+   fetches each card).
 3. Sends each agent's ``PUT /v1/agents/{id}/heartbeat`` once per period, spread evenly (an open
    loop: a slow answer does not delay the next heartbeat), and reports heartbeat p50/p99/max and
    the database's committed transactions/s (``pg_stat_database.xact_commit`` delta over the
@@ -26,10 +27,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from uuid import uuid4
 
 import asyncpg
 import httpx
@@ -39,33 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from registry_search import (  # noqa: E402
-    card_app,
-    free_port,
-    make_card,
-    start_registry,
-    wait_ready,
-)
+from registry_scale import Population, fill_store, fresh_database  # noqa: E402
+from registry_search import card_app, free_port, start_registry, wait_ready  # noqa: E402
 
 from node.registry import RegistrySettings  # noqa: E402
-from node.registry.cards import parse_card  # noqa: E402
-from node.registry.records import AgentRecord  # noqa: E402
-from node.registry.store import AgentStore  # noqa: E402
-
-
-@asynccontextmanager
-async def fresh_database(base: str) -> AsyncIterator[str]:
-    """A new PostgreSQL database for this run (plain ``postgresql://`` URL), dropped after."""
-    name = f"a2a_bench_heartbeats_{uuid4().hex[:10]}"
-    admin = await asyncpg.connect(base)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield base.rsplit("/", 1)[0] + "/" + name
-        finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
 
 
 async def fill(registry_url: str, cards_url: str, agents: int) -> list[str]:
@@ -83,32 +58,6 @@ async def fill(registry_url: str, cards_url: str, agents: int) -> list[str]:
                 ids[i] = response.json()["id"]
 
         await asyncio.gather(*(worker() for _ in range(16)))
-    return ids
-
-
-async def fill_direct(db: str, cards_url: str, agents: int) -> list[str]:
-    """Write ``agents`` validated records into the store (no registry running); return ids."""
-    store = AgentStore(db)
-    await store.open()
-    ids = []
-    try:
-        now = time.time()
-        for i in range(agents):
-            info = parse_card(make_card(i, cards_url))
-            record = AgentRecord(
-                id=info.agent_id,
-                card_url=f"{cards_url}/agents/{i}/card.json",
-                name=info.name,
-                description=info.description,
-                skills=info.skills,
-                card=info.card,
-                registered_at=now,
-                last_seen=now,
-            )
-            await store.save(record, origin="bench", live_after=now)
-            ids.append(record.id)
-    finally:
-        await store.close()
     return ids
 
 
@@ -229,16 +178,13 @@ async def main() -> None:
     )
     card_server = uvicorn.Server(config)
     card_task = asyncio.create_task(card_server.serve())
-    async with fresh_database(base) as db:
+    async with fresh_database(base, "a2a_bench_heartbeats") as db:
         registries: list[subprocess.Popen[bytes]] = []
         urls: list[str] = []
         try:
             if args.fill == "direct":
-                t0 = time.perf_counter()
-                ids = await fill_direct(db, cards_url, args.agents)
-                print(
-                    f"filled {args.agents} agents in the store in {time.perf_counter() - t0:.1f} s"
-                )
+                seconds, ids = await fill_store(db, Population(), args.agents)
+                print(f"filled {args.agents} generated agents into the store in {seconds:.1f} s")
             for _ in range(args.replicas):
                 settings = RegistrySettings(
                     port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",)

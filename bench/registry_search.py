@@ -179,30 +179,27 @@ WRK_SCRIPT = ROOT / "bench" / "wrk" / "registry_queries.lua"
 
 def run_wrk(url: str, paths: list[str], *, connections: int, duration: int) -> dict[str, float]:
     """``wrk`` over ``paths`` in rotation (``bench/wrk/registry_queries.lua``, which checks
-    every answer is a 200 listing): requests/s and latency p50/p99 in ms."""
+    every answer is a 200 listing): requests/s, latency p50/p99 in ms, and socket errors
+    (a request unanswered after 30 s counts as a timeout; any answer but a 200 listing raises)."""
     with tempfile.NamedTemporaryFile("w", suffix=".paths", delete=False) as listing:
         listing.write("\n".join(paths) + "\n")
     try:
         out = subprocess.run(
-            ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s",
-             str(WRK_SCRIPT), url, "--", listing.name],
+            ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "30s",
+             "--latency", "-s", str(WRK_SCRIPT), url, "--", listing.name],
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
     finally:
         os.unlink(listing.name)
     check = re.search(r"REGISTRY-CHECK ok=(\d+) bad_status=(\d+) bad_body=(\d+)", out)
-    if (
-        check is None
-        or int(check[1]) == 0
-        or int(check[2])
-        or int(check[3])
-        or "Socket errors" in out
-    ):
+    if check is None or int(check[1]) == 0 or int(check[2]) or int(check[3]):
         raise RuntimeError(f"wrk saw failed requests:\n{out}")
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     result = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}  # type: ignore[union-attr]
     for pct in ("50", "99"):
         value, unit = re.search(rf"\s{pct}%\s+([\d.]+)(us|ms|s)\b", out).groups()  # type: ignore[union-attr]
         result[f"p{pct}"] = float(value) * _UNITS[unit]
+    result["errors"] = sum(int(n) for n in errors.groups()) if errors else 0
     return result
 
 
