@@ -134,7 +134,7 @@ def parse_request(message: Message) -> Query:
 
 
 class FindAgentsExecutor(AgentExecutor):
-    """Answers ``find_agents`` from the registry's in-memory index with one agent message."""
+    """Answers ``find_agents`` from the registry's search with one agent message."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -143,7 +143,7 @@ class FindAgentsExecutor(AgentExecutor):
         if context.message is None:
             return
         try:
-            result, summary = self._find(parse_request(context.message))
+            result, summary = await self._find(parse_request(context.message))
         except BadRequest as exc:
             result = error_body(status_and_code(exc)[1], str(exc))
             summary = f"bad request: {exc}"
@@ -155,8 +155,8 @@ class FindAgentsExecutor(AgentExecutor):
         )
         await event_queue.enqueue_event(reply)
 
-    def _find(self, query: Query) -> tuple[dict[str, Any], str]:
-        page = self.registry.search(query)
+    async def _find(self, query: Query) -> tuple[dict[str, Any], str]:
+        page = await self.registry.search(query)
         agents = []
         for r in page.agents:
             agent = {
@@ -169,7 +169,7 @@ class FindAgentsExecutor(AgentExecutor):
             try:
                 safejson.dumps(agent)
             except RENDER_ERRORS as exc:  # one bad entry must not fail the answer
-                self.registry.set_aside(r, f"cannot be rendered ({type(exc).__name__})")
+                await self.registry.set_aside(r.id, f"cannot be rendered ({type(exc).__name__})")
                 continue
             agents.append(agent)
         more = "; more with next_page_token" if page.next_page_token else ""

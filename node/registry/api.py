@@ -17,8 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from node.errors import RegistryError
+from node.observability.metrics import RegistryMetrics
 from node.registry import safejson
-from node.registry.errors import BadRequest, UnreadableEntry, UnsupportedMediaType
+from node.registry.bulk import import_body
+from node.registry.conditional import conditional_response
+from node.registry.errors import AgentNotFound, BadRequest, UnreadableEntry, UnsupportedMediaType
+from node.registry.federation import HOP_HEADER, Federation
 from node.registry.openapi import openapi_document
 from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
 from node.registry.service import (
@@ -32,15 +37,22 @@ from node.registry.service import (
 
 log = logging.getLogger(__name__)
 
-LIST_PARAMS = ("skill", "tag", "q", "healthy", "page_size", "page_token", "include_card")
+LIST_PARAMS = ("skill", "tag", "q", "healthy", "page_size", "page_token", "include_card", "scope")
 _JSON = "application/json"
 
 
-def api_routes(registry: Registry) -> list[Route]:
-    """The registry's REST routes; every one is described by :func:`openapi_document`."""
+def api_routes(
+    registry: Registry, federation: Federation, metrics: RegistryMetrics | None = None
+) -> list[Route]:
+    """The registry's REST routes; every one is described by :func:`openapi_document`.
+
+    Listings are completed by ``federation``'s upstreams (:mod:`node.registry.federation`) and
+    answer conditional GETs (:mod:`node.registry.conditional`); ``metrics`` counts registrations
+    and heartbeats.
+    """
     document = openapi_document(registry.settings)
 
-    def render(record: AgentRecord, *, with_card: bool) -> bytes | None:
+    async def render(record: AgentRecord, *, with_card: bool) -> bytes | None:
         """The entry's JSON, or ``None`` (and the entry set aside) when it cannot be rendered."""
         try:
             return render_entry(
@@ -50,19 +62,18 @@ def api_routes(registry: Registry) -> list[Route]:
                 with_card=with_card,
             )
         except RENDER_ERRORS as exc:
-            registry.set_aside(record, f"cannot be rendered ({type(exc).__name__})")
+            await registry.set_aside(record.id, f"cannot be rendered ({type(exc).__name__})")
             return None
 
-    def one(record: AgentRecord, status_code: int = 200) -> Response:
-        body = render(record, with_card=True)
+    async def one(record: AgentRecord, status_code: int = 200) -> Response:
+        body = await render(record, with_card=True)
         if body is None:
             raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered")
         return Response(body, status_code=status_code, media_type=_JSON)
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse(
-            {"status": "ok", "agents": len(registry), "unreadable": registry.unreadable}
-        )
+        agents, unreadable = await registry.counts()
+        return JSONResponse({"status": "ok", "agents": agents, "unreadable": unreadable})
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
@@ -71,40 +82,83 @@ def api_routes(registry: Registry) -> list[Route]:
         body = await _json_object(request)
         if "card_url" not in body:
             raise BadRequest("body must contain card_url")
-        record, created = await registry.register(body["card_url"])
-        return one(record, 201 if created else 200)
+        try:
+            record, created = await registry.register(body["card_url"])
+        except RegistryError:
+            if metrics is not None:
+                metrics.registration("refused")
+            raise
+        if metrics is not None:
+            metrics.registration("created" if created else "updated")
+        return await one(record, 201 if created else 200)
 
     async def list_agents(request: Request) -> Response:
         params = _list_params(request.query_params)
+        token = params.get("page_token") or None
+        offset = federation.tail_offset(token)  # a fed.<n> token pages the federated tail
+        scope = federation.check_scope(params.get("scope"))
         query = Query(
             skill=params.get("skill") or None,
             tag=params.get("tag") or None,
             q=params.get("q") or None,
             healthy=_bool(params, "healthy"),
             page_size=_int(params, "page_size", DEFAULT_PAGE_SIZE),
-            page_token=params.get("page_token") or None,
+            page_token=None if offset is not None else token,
+            include_card=bool(_bool(params, "include_card")),
         )
-        with_card = bool(_bool(params, "include_card"))
+        with_card = query.include_card
         await registry.maybe_sweep()
-        page = registry.search(query)
-        entries = [e for r in page.agents if (e := render(r, with_card=with_card)) is not None]
+        entries: list[bytes] = []
+        next_token: str | None = None
+        card_urls: set[str] = set()
+        if offset is None:
+            page = await registry.search(query)
+            entries = [e for r in page.agents if (e := await render(r, with_card=with_card))]
+            next_token, card_urls = page.next_page_token, {r.card_url for r in page.agents}
+        report = b""
+        if federation.wanted(
+            scope,
+            offset=offset,
+            local=len(entries),
+            next_token=next_token,
+            page_size=query.page_size,
+        ):
+            tail = await federation.tail(
+                {k: v for k, v in params.items() if k not in ("page_size", "page_token")},
+                hop_header=request.headers.get(HOP_HEADER),
+                free=query.page_size - len(entries),
+                offset=offset or 0,
+                is_local=known,
+                local_card_urls=card_urls,
+            )
+            entries += tail.entries
+            next_token, report = tail.next_page_token, b',"federation":' + tail.report
         body = b"".join(
             (
                 b'{"agents":[',
                 b",".join(entries),
                 b'],"next_page_token":',
-                safejson.dumps(page.next_page_token),
+                safejson.dumps(next_token),
                 b',"unreadable":',
-                str(registry.unreadable).encode(),
+                str(await registry.unreadable()).encode(),
+                report,
                 b"}",
             )
         )
-        return Response(body, media_type=_JSON)
+        return conditional_response(request, body, _JSON)
+
+    async def known(agent_id: str) -> bool:
+        """Whether ``agent_id`` is listed here (an upstream's copy of it is left out)."""
+        try:
+            await registry.get(agent_id)
+        except AgentNotFound:
+            return False
+        return True
 
     async def get_agent(request: Request) -> Response:
         agent_id = check_agent_id(request.path_params["id"])
         await registry.maybe_sweep()
-        return one(registry.get(agent_id))
+        return await one(await registry.get(agent_id))
 
     async def delete_agent(request: Request) -> Response:
         await registry.deregister(check_agent_id(request.path_params["id"]))
@@ -112,15 +166,26 @@ def api_routes(registry: Registry) -> list[Route]:
 
     async def heartbeat(request: Request) -> Response:
         record = await registry.heartbeat(check_agent_id(request.path_params["id"]))
-        body = render(record, with_card=False)
+        if metrics is not None:
+            metrics.heartbeat()
+        body = await render(record, with_card=False)
         if body is None:
             raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered")
         return Response(body, media_type=_JSON)
+
+    async def import_agents(request: Request) -> Response:
+        urls = (await _json_object(request)).get("card_urls")
+        if not isinstance(urls, list) or not urls:
+            raise BadRequest("body must contain card_urls, a non-empty list of card URLs")
+        if len(urls) > (limit := registry.settings.import_max_urls):
+            raise BadRequest(f"card_urls has {len(urls)} entries; at most {limit} per request")
+        return JSONResponse(import_body(await registry.register_many(urls)))
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/openapi.json", openapi, methods=["GET"]),
         Route("/v1/agents", register, methods=["POST"]),
+        Route("/v1/agents:import", import_agents, methods=["POST"]),
         Route("/v1/agents", list_agents, methods=["GET"]),
         Route("/v1/agents/{id}", get_agent, methods=["GET"]),
         Route("/v1/agents/{id}", delete_agent, methods=["DELETE"]),

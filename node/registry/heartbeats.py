@@ -1,12 +1,13 @@
 """Heartbeats batched in memory and written to the store once per period, in one statement.
 
-A heartbeat is answered from memory (the index already carries the new ``last_seen``) and its
-time queued here; :meth:`HeartbeatBatch.flush` writes every queued time with one ``UPDATE``
-(:meth:`AgentStore.beat`), so 2,000 agents beating every 10 s cost one write transaction per
-second instead of 200. A failed flush keeps the times for the next one; closing flushes.
+A heartbeat is answered once the agent's row is found (this replica's reads already see the new
+``last_seen``, :meth:`HeartbeatBatch.queued`) and its time queued here; :meth:`HeartbeatBatch.flush`
+writes every queued time with one ``UPDATE`` (:meth:`AgentStore.beat`), so 2,000 agents beating
+every 10 s cost one write transaction per second instead of 200. A failed flush keeps the times for
+the next one; closing flushes.
 
-A queued heartbeat reaches the database at most ``flush_s`` (plus the flush itself) late, which
-is why a PostgreSQL sweep waits that much longer than ``evict_after`` before judging a row
+A queued heartbeat reaches the database at most ``flush_s`` (plus the flush itself) late, which is
+why a PostgreSQL sweep waits that much longer than ``evict_after`` before judging a row
 (:meth:`Registry.sweep`): another replica may hold a heartbeat the database has not seen yet.
 """
 
@@ -38,6 +39,10 @@ class HeartbeatBatch:
     def add(self, agent_id: str, at: float) -> None:
         if at > self._queued.get(agent_id, float("-inf")):
             self._queued[agent_id] = at
+
+    def queued(self, agent_id: str) -> float:
+        """The time queued for ``agent_id`` (``-inf`` when none)."""
+        return self._queued.get(agent_id, float("-inf"))
 
     def discard(self, agent_id: str) -> None:
         self._queued.pop(agent_id, None)

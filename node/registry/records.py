@@ -30,7 +30,11 @@ class Skill:
 
 @dataclass(frozen=True, slots=True)
 class AgentRecord:
-    """One registration. Times are seconds from the registry's clock (epoch by default)."""
+    """One registration. Times are seconds from the registry's clock (epoch by default).
+
+    ``card`` is ``{}`` in records read without their card (listings without ``include_card``,
+    heartbeats, ``find_agents``); ``card_etag`` is the ETag the card was served with, if any.
+    """
 
     id: str
     card_url: str
@@ -40,6 +44,7 @@ class AgentRecord:
     card: dict[str, Any]
     registered_at: float
     last_seen: float
+    card_etag: str | None = None
 
 
 def iso(t: float) -> str:

@@ -1,17 +1,19 @@
 """The registry's operations: register, heartbeat, deregister, get, search, sweep.
 
-The in-memory :class:`AgentIndex` answers reads; the :class:`AgentStore` is written first on every
-registration and deletion, so a failed write leaves the index untouched. Heartbeats update the
-index at once and reach the store in batches (:mod:`node.registry.heartbeats`). Replicas on one
-database follow each other's changes (:mod:`node.registry.replicas`); a heartbeat, deletion or
-registration naming an agent this replica does not know yet reads its row first. Health comes
-from an injectable clock.
+Every read and search is answered by the :class:`AgentStore` (SQL over its indexes, see
+:mod:`node.registry.search_sql`), so memory does not grow with the number of agents and replicas on
+one database agree as soon as a write commits. Registrations and deletions are written before the
+API answers; heartbeats are checked against the store and reach it in batches
+(:mod:`node.registry.heartbeats`), and until then this replica's own reads see them. Cards for
+``include_card`` pages come through a bounded cache keyed by row revision
+(:mod:`node.registry.card_cache`). Health comes from an injectable clock.
 
 One bad entry never breaks a read for everyone: an entry is served only if it meets today's rules
 and renders as JSON. A stored row that does not (written by an older version, or by hand) is
-*unreadable*: logged once, left out of every listing and search, counted in ``/healthz`` and in
-listings, answered with 404 ``unreadable_entry`` by id (so its node registers again), and deleted
-by ``DELETE /v1/agents/{id}`` or replaced by a new registration.
+*unreadable*: logged, left out of every listing and search (no ``name_key``, see
+:mod:`node.registry.schema`), counted in ``/healthz`` and in listings, answered with 404
+``unreadable_entry`` by id (so its node registers again), and deleted by ``DELETE /v1/agents/{id}``
+or replaced by a new registration.
 """
 
 from __future__ import annotations
@@ -19,33 +21,38 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from uuid import uuid4
+from functools import partial
 
 import httpx
 
+from node.errors import RegistryError
 from node.protocol import AGENT_ID_PATTERN
 from node.registry import safejson
-from node.registry.cards import check_card_url, check_record, fetch_card
+from node.registry.bulk import Outcome, Prepared, Unchanged, prepare, prepare_all
+from node.registry.card_cache import CardCache
+from node.registry.cards import check_card_url, check_record
 from node.registry.errors import (
     AgentNotFound,
     BadRequest,
     CardError,
     Conflict,
     InvalidCard,
+    InvalidUrl,
     UnreadableEntry,
 )
+from node.registry.fetcher import CardFetcher
 from node.registry.heartbeats import HeartbeatBatch
-from node.registry.index import AgentIndex, Key
 from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
-from node.registry.replicas import ReplicaFollower
+from node.registry.search_sql import Filter, Key
 from node.registry.settings import RegistrySettings
-from node.registry.store import AgentStore, BadRow, HeldElsewhere
+from node.registry.store import AgentStore, BadRow, HeldElsewhere, Stored
 from node.tooling.guards.urls import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,11 @@ MAX_QUERY_CHARS = 1024
 """Longest ``skill``, ``tag`` and ``q`` accepted (skill ids and tags are at most 256)."""
 MAX_TOKEN_CHARS = 4096
 """Longest ``page_token`` accepted (the longest this registry issues is about 3,500)."""
+MAX_PAGE_BYTES = 1024 * 1024
+"""An ``include_card`` page stops early once its cards reach this many bytes of JSON (it always
+holds one entry); its ``next_page_token`` continues from there."""
+CARD_CACHE_BYTES = 32 * 1024 * 1024
+"""Decoded cards kept for ``include_card`` pages (least recently used dropped first)."""
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -68,6 +80,9 @@ class Query:
     healthy: bool | None = None
     page_size: int = DEFAULT_PAGE_SIZE
     page_token: str | None = None
+    include_card: bool = False
+    """Read each entry's card (otherwise records carry ``{}``); the page is then bounded in
+    bytes (:data:`MAX_PAGE_BYTES`)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
@@ -106,7 +121,8 @@ class Page:
 
 
 class Registry:
-    """Agents by id, kept in memory and in the store, with TTL-based health and eviction."""
+    """Agents by id in the store, with TTL-based health and eviction. Memory holds only the
+    heartbeats not yet written and a bounded cache of cards, whatever the number of agents."""
 
     def __init__(
         self,
@@ -120,75 +136,50 @@ class Registry:
         self._store = store
         self._http = http
         self._guard = UrlGuard(allow_cidrs=list(settings.allow_cidrs))
-        self._index = AgentIndex()
+        self.fetcher = CardFetcher(self._guard, settings)
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
-        self._unreadable: dict[str, str] = {}  # stored but not served: id -> why
-        self.origin = uuid4().hex  # this replica, in the change log
         self._beats = HeartbeatBatch(store, settings.heartbeat_flush)
-        self._follower = ReplicaFollower(self, store, settings.sync_interval_s)
+        self._cards = CardCache(CARD_CACHE_BYTES)
+        self._health = {"healthy": 0, "unhealthy": 0}
 
     async def start(self) -> None:
-        """Load the index (the store must be open), then flush heartbeats and follow the other
-        replicas in the background until :meth:`aclose`."""
-        await self._follower.reload()
+        """Check the stored rows not served yet (the store must be open), then write batched
+        heartbeats in the background until :meth:`aclose`."""
+        left = await self._store.check_unserved(partial(self.unservable, render=False))
+        if left:
+            log.warning("registry: %d stored entries are unreadable and left out of listings", left)
+        await self.refresh_health()
         self._beats.start()
-        self._follower.start()
 
     async def aclose(self) -> None:
-        """Stop following and write the heartbeats still queued."""
-        await self._follower.aclose()
+        """Write the heartbeats still queued; close the card fetcher's connections."""
         await self._beats.aclose()
+        await self.fetcher.aclose()
 
     async def flush(self) -> None:
         """Write the queued heartbeats now (tests, and before a sweep)."""
         await self._beats.flush()
-
-    async def sync(self) -> None:
-        """Apply the other replicas' changes now (tests; otherwise every ``sync_interval_s``)."""
-        await self._follower.step()
-
-    async def load(self) -> None:
-        """(Re)fill the index from the store; rows that cannot be served are set aside."""
-        async with self._write:  # no registration lands in the index being replaced
-            records, bad_rows = await self._store.load_all()
-            self._fill(records, bad_rows)
-
-    def _fill(self, records: list[AgentRecord], bad_rows: list[BadRow]) -> None:
-        self._index, self._unreadable = AgentIndex(), {}
-        for row in bad_rows:
-            self._set_aside(row.id, f"cannot be decoded: {row.reason}")
-        for record in records:
-            reason = self.unservable(record, render=False)
-            if reason is not None:
-                self._set_aside(record.id, reason)
-            else:
-                self._put(record)
-        log.info(
-            "registry loaded %d agents (%d unreadable entries left out)",
-            len(self._index),
-            len(self._unreadable),
-        )
-
-    def __len__(self) -> int:
-        return len(self._index)
 
     @property
     def write_transactions(self) -> int:
         """Write transactions this replica has made on its store (tests and benches)."""
         return self._store.write_transactions
 
+    async def counts(self) -> tuple[int, int]:
+        """How many stored entries are served, and how many are unreadable (left out)."""
+        return await self._store.counts()
+
     # -- unreadable entries -----------------------------------------------------------------
 
-    @property
-    def unreadable(self) -> int:
+    async def unreadable(self) -> int:
         """How many stored entries are left out because they cannot be served."""
-        return len(self._unreadable)
+        return await self._store.unserved_count()
 
     def unservable(self, record: AgentRecord, *, render: bool = True) -> str | None:
         """Why ``record`` cannot be served, or ``None`` when it can: today's rules for new
         entries, and its times in range; with ``render``, it is also rendered as JSON once
-        (at load the decoded columns already guarantee that, and each read renders anyway)."""
+        (the decoded columns already guarantee that, and each read renders anyway)."""
         try:
             check_record(record)
             if render:
@@ -204,62 +195,13 @@ class Registry:
             return f"cannot be rendered as JSON ({type(exc).__name__}: {str(exc)[:200]})"
         return None
 
-    def set_aside(self, record: AgentRecord, reason: str) -> None:
-        """Stop serving ``record`` (found unservable while answering); logged once."""
-        if self._index.get(record.id) is record:
-            self._index.remove(record.id)
-            self._set_aside(record.id, reason)
-
-    def _set_aside(self, agent_id: str, reason: str) -> None:
-        if agent_id not in self._unreadable:
-            log.warning(
-                "registry entry %r is unreadable and left out of listings: %s", agent_id, reason
-            )
-        self._unreadable[agent_id] = reason
-
-    def _put(self, record: AgentRecord) -> None:
-        self._index.put(record)
-        self._unreadable.pop(record.id, None)
-
-    # -- other replicas ---------------------------------------------------------------------
-
-    async def apply(self, changed: Iterable[str], beats: dict[str, float]) -> None:
-        """Re-read the rows other replicas ``changed`` into the index, and take their newer
-        heartbeat times (``beats``: id → last_seen) for agents already known."""
-        async with self._write:
-            ids = list(changed)
-            if ids:
-                self._take(ids, await self._store.get(ids))
-            for agent_id, last_seen in beats.items():
-                record = self._index.get(agent_id)
-                if record is not None and last_seen > record.last_seen:
-                    self._index.put(replace(record, last_seen=last_seen))
-
-    async def _refresh(self, agent_id: str) -> AgentRecord | None:
-        """The agent as stored now (read into the index), for ids this replica does not know."""
-        self._take([agent_id], await self._store.get([agent_id]))
-        return self._index.get(agent_id)
-
-    def _take(self, ids: list[str], rows: dict[str, AgentRecord | BadRow]) -> None:
-        for agent_id in ids:
-            row = rows.get(agent_id)
-            if row is None:
-                self._index.remove(agent_id)
-                self._unreadable.pop(agent_id, None)
-                self._beats.discard(agent_id)
-            elif isinstance(row, BadRow):
-                self._index.remove(agent_id)
-                self._set_aside(agent_id, f"cannot be decoded: {row.reason}")
-            else:
-                known = self._index.get(agent_id)
-                if known is not None and known.last_seen > row.last_seen:
-                    row = replace(row, last_seen=known.last_seen)
-                reason = self.unservable(row, render=False)
-                if reason is not None:
-                    self._index.remove(agent_id)
-                    self._set_aside(agent_id, reason)
-                else:
-                    self._put(row)
+    async def set_aside(self, agent_id: str, reason: str) -> None:
+        """Stop serving the entry (found unservable while answering): it stays stored, counted
+        as unreadable, until replaced or deleted."""
+        log.warning(
+            "registry entry %r is unreadable and left out of listings: %s", agent_id, reason
+        )
+        await self._store.set_aside(agent_id)
 
     # -- health -----------------------------------------------------------------------------
 
@@ -269,52 +211,174 @@ class Registry:
     def is_healthy(self, record: AgentRecord, now: float | None = None) -> bool:
         return (self.clock() if now is None else now) - record.last_seen <= self.settings.ttl_s
 
+    def health_counts(self) -> dict[str, int]:
+        """How many agents are healthy and unhealthy (evicted ones left out), as of the last
+        sweep (counted in the database then; a metric, not worth a count per scrape)."""
+        return dict(self._health)
+
+    async def refresh_health(self) -> None:
+        now, s = self.clock(), self.settings
+        healthy, unhealthy = await self._store.health_counts(now - s.ttl_s, now - s.evict_after)
+        self._health = {"healthy": healthy, "unhealthy": unhealthy}
+
     def _is_evicted(self, record: AgentRecord, now: float) -> bool:
         return now - record.last_seen > self.settings.evict_after
+
+    def _fresh(self, record: AgentRecord) -> AgentRecord:
+        """``record`` with the heartbeat this replica has queued for it, if newer."""
+        queued = self._beats.queued(record.id)
+        return replace(record, last_seen=queued) if queued > record.last_seen else record
+
+    async def _holder(self, agent_id: str) -> AgentRecord | None:
+        """The served entry with its card, or ``None`` (absent or unreadable)."""
+        found = (await self._store.get([agent_id], with_card=True)).get(agent_id)
+        return self._fresh(found.record) if isinstance(found, Stored) and found.served else None
 
     # -- writes -----------------------------------------------------------------------------
 
     async def register(self, card_url: object) -> tuple[AgentRecord, bool]:
-        """Fetch and validate the card, then store it. Returns the record and whether it is new."""
+        """Fetch and validate the card, then store it. Returns the record and whether it is new.
+
+        The fetch waits at most ``fetch_queue_s`` for a slot (:class:`Busy`, :class:`HostBusy`);
+        a card whose stored validator still matches is not parsed (a heartbeat, nothing else)."""
         url = check_card_url(card_url)
-        s = self.settings
-        info = await fetch_card(
-            self._http(), self._guard, url, timeout_s=s.fetch_timeout_s, max_bytes=s.max_card_bytes
+        known = (await self._store.by_card_url([url])).get(url)
+        got = await prepare(
+            self.fetcher,
+            url,
+            stored=self._validator(known, self.clock()),
+            wait_s=self.settings.fetch_queue_s,
         )
+        if isinstance(got, Unchanged):
+            assert known is not None
+            return self._again(self._fresh(known.record), self.clock(), url), False
+        info = got.info
         async with self._write:
             now = self.clock()
-            holder = self._index.get(info.agent_id)
+            holder = await self._holder(info.agent_id)
             if holder is not None and self._is_evicted(holder, now):
                 holder = None
-            if holder is not None and holder.card == info.card:
+            if (
+                holder is not None
+                and holder.card == info.card
+                and holder.card_etag == got.validator
+            ):
                 return self._again(holder, now, url), False
             if holder is not None and holder.card_url != url:
                 raise self._conflict(info.agent_id, holder.card_url)
-            record = AgentRecord(
-                id=info.agent_id,
-                card_url=url,
-                name=info.name,
-                description=info.description,
-                skills=info.skills,
-                card=info.card,
-                registered_at=now,
-                last_seen=now,
-            )
+            record = self._record(got, now, now)
             if (reason := self.unservable(record)) is not None:
                 raise InvalidCard(f"the card cannot be served: {reason}")
             try:
                 record, created = await self._store.save(
-                    record, origin=self.origin, live_after=now - self.settings.evict_after
+                    record, live_after=now - self.settings.evict_after
                 )
             except HeldElsewhere as exc:  # registered through another replica
-                holder = await self._refresh(info.agent_id)
+                holder = await self._holder(info.agent_id)
                 if holder is not None and holder.card == info.card:
                     return self._again(holder, now, url), False
                 raise self._conflict(info.agent_id, exc.card_url) from None
-            created = created or record.id in self._unreadable  # it replaces an unreadable row
-            self._put(record)
         log.info("registered agent %s from %s", record.id, url)
         return record, created
+
+    async def register_many(self, card_urls: list[object]) -> list[Outcome]:
+        """Register a batch (``POST /v1/agents:import``): every URL fetched at once within the
+        fetcher's slots (each waits at most ``fetch_timeout_s`` for one), the new and changed
+        cards written in one transaction, unchanged ones (by validator) not parsed but beaten.
+        Each URL gets its own outcome, in order; a bad one costs only its own."""
+        outcomes: list[Outcome | None] = [None] * len(card_urls)
+        where: dict[str, list[int]] = {}  # each URL once, even if sent twice
+        for i, raw in enumerate(card_urls):
+            try:
+                where.setdefault(check_card_url(raw), []).append(i)
+            except InvalidUrl as exc:
+                outcomes[i] = Outcome(raw, "error", error=exc)
+        urls = list(where)
+        known = await self._store.by_card_url(urls)
+        now = self.clock()
+        stored = {u: self._validator(k, now) for u, k in known.items()}
+        s = self.settings
+        got = await prepare_all(
+            self.fetcher, urls, stored, wait_s=max(s.fetch_queue_s, s.fetch_timeout_s)
+        )
+        results: dict[str, Outcome] = {}
+        async with self._write:
+            now = self.clock()
+            ids = {g.info.agent_id for g in got if isinstance(g, Prepared)}
+            holders = await self._store.get(ids)
+            records: dict[str, AgentRecord] = {}
+            for url, g in zip(urls, got, strict=True):
+                if isinstance(g, Unchanged):
+                    beaten = self._beat(self._fresh(known[url].record), now)
+                    results[url] = Outcome(url, "unchanged", beaten.id)
+                    continue
+                try:
+                    if isinstance(g, RegistryError):
+                        raise g
+                    record = self._import_one(g, holders, records, known.get(url), now)
+                except RegistryError as exc:
+                    results[url] = Outcome(url, "error", error=exc)
+                    continue
+                records[record.id] = record
+                results[url] = Outcome(url, "registered", record.id)
+            await self._store.save_many(list(records.values()))
+        for url, indexes in where.items():
+            for i in indexes:
+                outcomes[i] = replace(results[url], card_url=card_urls[i])
+        log.info("imported %d cards (%d new or changed)", len(urls), len(records))
+        return [o for o in outcomes if o is not None]
+
+    def _import_one(
+        self,
+        got: Prepared,
+        holders: dict[str, Stored | BadRow],
+        batch: dict[str, AgentRecord],
+        known: Stored | None,
+        now: float,
+    ) -> AgentRecord:
+        """The record to store for one imported card, or the error that refuses it."""
+        agent_id = got.info.agent_id
+        if agent_id in batch:
+            raise self._conflict(agent_id, batch[agent_id].card_url)
+        holder = holders.get(agent_id)
+        live_holder = (
+            holder.record
+            if isinstance(holder, Stored) and not self._is_evicted(self._fresh(holder.record), now)
+            else None
+        )
+        if live_holder is not None and live_holder.card_url != got.url:
+            raise self._conflict(agent_id, live_holder.card_url)
+        since = known.record if known is not None and known.served else None
+        registered_at = (
+            since.registered_at
+            if since is not None and not self._is_evicted(self._fresh(since), now)
+            else now
+        )
+        record = self._record(got, registered_at, now)
+        if (reason := self.unservable(record)) is not None:
+            raise InvalidCard(f"the card cannot be served: {reason}")
+        return record
+
+    @staticmethod
+    def _record(got: Prepared, registered_at: float, now: float) -> AgentRecord:
+        info = got.info
+        return AgentRecord(
+            id=info.agent_id,
+            card_url=got.url,
+            name=info.name,
+            description=info.description,
+            skills=info.skills,
+            card=info.card,
+            registered_at=registered_at,
+            last_seen=now,
+            card_etag=got.validator,
+        )
+
+    def _validator(self, known: Stored | None, now: float) -> str | None:
+        """The stored validator of a served, live row (``None``: fetch and parse the card)."""
+        if known is None or not known.served:
+            return None
+        return None if self._is_evicted(self._fresh(known.record), now) else known.record.card_etag
 
     def _again(self, holder: AgentRecord, now: float, url: str) -> AgentRecord:
         """The same card registered again (a restart, or another replica of one node, perhaps
@@ -330,34 +394,20 @@ class Registry:
         )
 
     def _beat(self, record: AgentRecord, now: float) -> AgentRecord:
-        record = replace(record, last_seen=now)
-        self._index.put(record)
         self._beats.add(record.id, now)
-        return record
+        return replace(record, last_seen=now)
 
     async def heartbeat(self, agent_id: str) -> AgentRecord:
-        """Answered from memory; the time reaches the store with the next batch. An agent this
-        replica does not know (registered through another one) is looked up in the store."""
-        try:
-            record = self.get(agent_id)
-        except AgentNotFound:
-            async with self._write:
-                stored = await self._refresh(agent_id)
-            if stored is None or self._is_evicted(stored, self.clock()):
-                raise
-            record = stored
-        return self._beat(record, self.clock())
+        """Checked in the store (an agent deleted through any replica is 404, so its node
+        registers again); the time is queued and reaches the store with the next batch."""
+        return self._beat(await self._read(agent_id, with_card=False), self.clock())
 
     async def deregister(self, agent_id: str) -> None:
-        """Delete the entry; an unreadable one (see :attr:`unreadable`) is deleted too."""
+        """Delete the entry; an unreadable one (see :meth:`unreadable`) is deleted too."""
         async with self._write:
-            if agent_id not in self._unreadable and self._index.get(agent_id) is None:
-                await self._refresh(agent_id)
-            if agent_id not in self._unreadable:
-                self.get(agent_id)
-            await self._store.delete([agent_id], origin=self.origin, now=self.clock())
-            self._index.remove(agent_id)
-            self._unreadable.pop(agent_id, None)
+            with contextlib.suppress(UnreadableEntry):
+                await self._read(agent_id, with_card=False)
+            await self._store.delete([agent_id])
             self._beats.discard(agent_id)
         log.info("deregistered agent %s", agent_id)
 
@@ -367,19 +417,14 @@ class Registry:
         many. On PostgreSQL one replica sweeps at a time and waits ``2 * heartbeat_flush_s``
         longer, for heartbeats other replicas have queued but not yet written."""
         await self._beats.flush()
-        async with self._write:
-            now = self.clock()
-            self._last_sweep = now
-            grace = 2 * self.settings.heartbeat_flush if self._store.dialect != "sqlite" else 0
-            gone = await self._store.sweep(
-                now - self.settings.evict_after - grace, origin=self.origin, now=now
-            )
-            for agent_id in gone or ():
-                self._index.remove(agent_id)
-                self._unreadable.pop(agent_id, None)
+        now = self.clock()
+        self._last_sweep = now
+        grace = 2 * self.settings.heartbeat_flush if self._store.dialect != "sqlite" else 0
+        gone = await self._store.sweep(now - self.settings.evict_after - grace) or 0
+        await self.refresh_health()
         if gone:
-            log.info("evicted %d agents", len(gone))
-        return len(gone or ())
+            log.info("evicted %d agents", gone)
+        return gone
 
     async def maybe_sweep(self) -> None:
         """Sweep if the last sweep is older than the sweep interval (called on reads)."""
@@ -388,34 +433,84 @@ class Registry:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def get(self, agent_id: str) -> AgentRecord:
-        record = self._index.get(agent_id)
-        if record is None and agent_id in self._unreadable:
-            raise UnreadableEntry(
-                f"the stored entry {agent_id!r} is unreadable ({self._unreadable[agent_id]}); "
-                "register the agent again or delete the entry"
-            )
-        if record is None or self._is_evicted(record, self.clock()):
+    async def get(self, agent_id: str) -> AgentRecord:
+        """The entry with its card; :class:`AgentNotFound` or :class:`UnreadableEntry`."""
+        return await self._read(agent_id, with_card=True)
+
+    async def _read(self, agent_id: str, *, with_card: bool) -> AgentRecord:
+        found = (await self._store.get([agent_id], with_card=with_card)).get(agent_id)
+        if isinstance(found, Stored) and not found.served and not with_card:
+            return await self._read(agent_id, with_card=True)  # checked with its card
+        if isinstance(found, BadRow):
+            raise self._unreadable(agent_id, f"cannot be decoded: {found.reason}")
+        if found is None or self._is_evicted(record := self._fresh(found.record), self.clock()):
             raise AgentNotFound(f"no agent with id {agent_id[:140]!r}")
+        if not found.served:  # set aside, or written behind the registry's back
+            if (reason := self.unservable(record)) is not None:
+                raise self._unreadable(agent_id, reason)
+            await self._store.index(record)
         return record
 
-    def search(self, query: Query) -> Page:
-        now = self.clock()
-
-        def accept(record: AgentRecord) -> bool:
-            if self._is_evicted(record, now):
-                return False
-            return query.healthy is None or self.is_healthy(record, now) == query.healthy
-
-        records, next_key = self._index.search(
-            skill=query.skill,
-            tag=query.tag,
-            q=query.q,
-            accept=accept,
-            after=decode_token(query.page_token) if query.page_token else None,
-            limit=query.page_size,
+    @staticmethod
+    def _unreadable(agent_id: str, reason: str) -> UnreadableEntry:
+        return UnreadableEntry(
+            f"the stored entry {agent_id!r} is unreadable ({reason}); "
+            "register the agent again or delete the entry"
         )
-        return Page(records, encode_token(next_key) if next_key else None)
+
+    async def search(self, query: Query) -> Page:
+        """One page of matches in (casefolded name, id) order, from the store's indexes."""
+        now, s = self.clock(), self.settings
+        found = await self._store.search(
+            Filter(
+                skill=query.skill,
+                tag=query.tag,
+                q=query.q,
+                seen_after=now - s.evict_after,
+                healthy=query.healthy,
+                healthy_after=now - s.ttl_s,
+                after=decode_token(query.page_token) if query.page_token else None,
+                limit=query.page_size + 1,
+            )
+        )
+        more = len(found) > query.page_size
+        rows: list[tuple[Key, Stored]] = []
+        for key, row in found[: query.page_size]:
+            if isinstance(row, BadRow):
+                await self.set_aside(row.id, f"cannot be decoded: {row.reason}")
+            else:
+                rows.append((key, replace(row, record=self._fresh(row.record))))
+        if query.include_card:
+            rows, cut = await self._with_cards(rows)
+            more = more or cut
+        return Page(
+            [r.record for _, r in rows], encode_token(rows[-1][0]) if more and rows else None
+        )
+
+    async def _with_cards(
+        self, rows: list[tuple[Key, Stored]]
+    ) -> tuple[list[tuple[Key, Stored]], bool]:
+        """``rows`` with their cards (from the cache or the store), stopping before the cards
+        pass :data:`MAX_PAGE_BYTES` (never before the first); and whether it stopped early."""
+        cards = {r.record.id: c for _, r in rows if (c := self._cards.get(r.record.id, r.rev))}
+        missing = [r.record.id for _, r in rows if r.record.id not in cards]
+        for agent_id, (rev, read) in (await self._store.cards(missing)).items():
+            if isinstance(read, BadRow):
+                await self.set_aside(agent_id, f"cannot be decoded: {read.reason}")
+                continue
+            self._cards.put(agent_id, rev, read)
+            cards[agent_id] = read
+        out: list[tuple[Key, Stored]] = []
+        size = 0
+        for key, row in rows:
+            card = cards.get(row.record.id)
+            if card is None:  # deleted meanwhile, or unreadable
+                continue
+            if out and size + card.size > MAX_PAGE_BYTES:
+                return out, True
+            size += card.size
+            out.append((key, replace(row, record=replace(row.record, card=card.document))))
+        return out, False
 
 
 def encode_token(key: Key) -> str:

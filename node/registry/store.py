@@ -1,18 +1,16 @@
-"""The durable copy of the registry, through SQLAlchemy async core.
+"""The registry's database, through SQLAlchemy async core: every read and search goes here.
 
 SQLite (a file, WAL mode) by default; any async URL works, e.g. ``postgresql+asyncpg://...``.
-Registrations and deletions are committed before the API answers; heartbeats arrive in batches
-(:meth:`AgentStore.beat`, one statement per batch). Reads are served from the in-memory index.
+The tables and their indexes are in :mod:`node.registry.schema`; searches are built by
+:mod:`node.registry.search_sql`. Registrations and deletions are committed before the API
+answers; heartbeats arrive in batches (:meth:`AgentStore.beat`, one statement per batch); the
+eviction sweep is one ``DELETE`` under an advisory lock (one replica at a time on PostgreSQL).
+Nothing about agents is kept in memory here, so replicas on one database always agree on what
+has been written.
 
-Two tables: ``registry_agents`` (one row per agent) and ``registry_changes`` (an append-only log
-of the ids whose row was inserted, replaced or deleted, and by which replica), which other
-replicas follow (:mod:`node.registry.replicas`). On PostgreSQL every writer of the log holds one
-transaction-scoped advisory lock, so sequence numbers become visible in order and a follower
-never skips a row committed late; SQLite has a single writer anyway.
-
-Loading never trusts a row: every column is read as raw text (bytes on SQLite, whose columns can
+Reading never trusts a row: every column is read as raw text (bytes on SQLite, whose columns can
 hold anything) and decoded here, one row at a time, so a row that cannot be decoded is reported
-(:class:`BadRow`) instead of failing the load. JSON is written without ``NaN``/``Infinity``.
+(:class:`BadRow`) instead of failing the read. JSON is written without ``NaN``/``Infinity``.
 """
 
 from __future__ import annotations
@@ -20,73 +18,58 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     Column,
     Float,
-    Index,
-    Integer,
     LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    bindparam,
     cast,
     delete,
     event,
     func,
-    insert,
+    inspect,
     select,
     text,
     type_coerce,
+    update,
 )
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import NullType
+from sqlalchemy.types import NullType, Text
 
 from node.errors import RegistryError
 from node.registry import safejson
 from node.registry.records import AgentRecord, Skill
+from node.registry.schema import (
+    ADDED_COLUMNS,
+    INDEXES,
+    PG_TRIGRAM_EXTENSION,
+    PG_TRIGRAM_INDEX,
+    SQLITE_DDL,
+    agents,
+    metadata,
+    name_key,
+    search_text,
+    term_rows,
+    terms,
+)
+from node.registry.search_sql import Filter, Key, page_statement
 
 log = logging.getLogger(__name__)
 
-metadata = MetaData()
-agents = Table(
-    "registry_agents",
-    metadata,
-    Column("id", String(128), primary_key=True),
-    Column("card_url", String(2048), nullable=False, unique=True),
-    Column("name", Text, nullable=False),
-    Column("description", Text, nullable=False),
-    Column("skills", JSON, nullable=False),
-    Column("card", JSON, nullable=False),
-    Column("registered_at", Float, nullable=False),
-    Column("last_seen", Float, nullable=False),
-)
-last_seen_index = Index("registry_agents_last_seen", agents.c.last_seen)
-changes = Table(
-    "registry_changes",
-    metadata,
-    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
-    Column("agent_id", String(128), nullable=False),
-    Column("origin", String(64), nullable=False),  # the replica that wrote the change
-    Column("at", Float, nullable=False),
-)
-CHANGE_LOCK = 0x5245_4743  # advisory lock key: writers of registry_changes (PostgreSQL)
+WRITE_LOCK = 0x5245_4743  # advisory lock key: registrations and deletions (PostgreSQL)
 SWEEP_LOCK = 0x5245_4753  # advisory lock key: one sweeper at a time (PostgreSQL)
-CHANGE_RETENTION_S = 600.0
-"""Change rows older than this are pruned by the sweep; a follower further behind reloads."""
+CHUNK = 500  # ids per IN (...) list
 
 _BEAT_SQL = {
     "postgresql": (
@@ -100,6 +83,8 @@ _BEAT_SQL = {
         "FROM json_each(:beats)) AS b WHERE registry_agents.id = b.id"
     ),
 }
+_LIGHT = [c for c in agents.columns if c.name not in ("card", "search_text")]
+"""What a listing, a heartbeat or a search reads of a row: everything but the card."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +93,24 @@ class BadRow:
 
     id: str  # the row's id as well as it can be read
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A row as read: the record (its ``card`` is ``{}`` unless read with the card), the row's
+    revision (``rev``: changes at every write) and whether it is served (indexed)."""
+
+    record: AgentRecord
+    rev: str
+    served: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A stored card, decoded, with the size of its JSON text (for byte-bounded pages)."""
+
+    document: dict[str, Any]
+    size: int
 
 
 def async_url(url: str) -> str:
@@ -127,13 +130,16 @@ class HeldElsewhere(Exception):
 
 
 class AgentStore:
-    """Reads and writes :class:`AgentRecord` rows. Open before use, close when done."""
+    """Reads, searches and writes agent rows. Open before use, close when done."""
 
     def __init__(self, url: str) -> None:
         self._url = make_url(async_url(url))
         self._engine: AsyncEngine | None = None
         self.write_transactions = 0
         """Write transactions committed or attempted by this process (for tests and benches)."""
+        self.trigram = True
+        """Whether free text is served by a trigram index (PostgreSQL without the ``pg_trgm``
+        extension, which this user could not create, scans instead)."""
 
     @property
     def dialect(self) -> str:
@@ -160,80 +166,227 @@ class AgentStore:
             )
         async with _translated("create the schema"), engine.begin() as conn:
             if engine.dialect.name == "postgresql":  # replicas starting together
-                await conn.execute(text(f"SELECT pg_advisory_xact_lock({CHANGE_LOCK})"))
+                await conn.execute(text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
             await conn.run_sync(metadata.create_all)
-            await conn.run_sync(last_seen_index.create, checkfirst=True)  # older files lack it
+            await conn.run_sync(_add_columns)  # a table from an older version
+            for index in INDEXES:
+                await conn.run_sync(index.create, checkfirst=True)
+            if engine.dialect.name == "sqlite":
+                for statement in SQLITE_DDL:
+                    await conn.execute(text(statement))
+            else:
+                self.trigram = await _trigram_index(conn)
 
     async def close(self) -> None:
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
 
-    async def load_all(self) -> tuple[list[AgentRecord], list[BadRow]]:
-        """Every row that decodes, and the ones that do not (with the reason)."""
-        engine = self._eng()
-        columns = [_raw(c, engine.dialect.name) for c in agents.columns]
-        async with _translated("load agents"), engine.connect() as conn:
-            rows = (await conn.execute(select(*columns))).all()
-        records: list[AgentRecord] = []
-        bad: list[BadRow] = []
-        for row in rows:
-            values = dict(zip(agents.columns.keys(), row, strict=True))
-            try:
-                records.append(_from_row(values))
-            except _Undecodable as exc:
-                bad.append(BadRow(_id_of(values.get("id")), str(exc)))
-        return records, bad
+    # -- reads --------------------------------------------------------------------------------
 
-    async def get(self, agent_ids: Iterable[str]) -> dict[str, AgentRecord | BadRow]:
+    async def get(
+        self, agent_ids: Iterable[str], *, with_card: bool = False
+    ) -> dict[str, Stored | BadRow]:
         """The stored rows of ``agent_ids`` (absent ids are left out)."""
         ids = list(dict.fromkeys(agent_ids))
-        engine = self._eng()
-        columns = [_raw(c, engine.dialect.name) for c in agents.columns]
-        out: dict[str, AgentRecord | BadRow] = {}
-        async with _translated("read agents"), engine.connect() as conn:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                rows = (await conn.execute(select(*columns).where(agents.c.id.in_(chunk)))).all()
+        columns = self._columns(with_card)
+        out: dict[str, Stored | BadRow] = {}
+        async with _translated("read agents"), self._eng().connect() as conn:
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                rows = await conn.execute(select(*columns).where(agents.c.id.in_(chunk)))
                 for row in rows:
-                    values = dict(zip(agents.columns.keys(), row, strict=True))
-                    try:
-                        record = _from_row(values)
-                        out[record.id] = record
-                    except _Undecodable as exc:
-                        bad = BadRow(_id_of(values.get("id")), str(exc))
-                        out[bad.id] = bad
+                    found = _decode(row._asdict())
+                    out[found.id if isinstance(found, BadRow) else found.record.id] = found
         return out
 
-    async def save(
-        self, record: AgentRecord, *, origin: str, live_after: float
-    ) -> tuple[AgentRecord, bool]:
+    async def by_card_url(self, card_urls: Iterable[str]) -> dict[str, Stored]:
+        """The rows (without cards) registered from ``card_urls``, by card URL; rows that do not
+        decode are left out (conditional re-registration: their stored ``card_etag``)."""
+        urls = list(dict.fromkeys(card_urls))
+        columns = self._columns(False)
+        out: dict[str, Stored] = {}
+        async with _translated("read agents"), self._eng().connect() as conn:
+            for start in range(0, len(urls), CHUNK):
+                chunk = urls[start : start + CHUNK]
+                rows = await conn.execute(select(*columns).where(agents.c.card_url.in_(chunk)))
+                for row in rows:
+                    if isinstance(found := _decode(row._asdict()), Stored):
+                        out[found.record.card_url] = found
+        return out
+
+    async def cards(self, agent_ids: Iterable[str]) -> dict[str, tuple[str, Card | BadRow]]:
+        """The cards of ``agent_ids`` with their rows' revisions (absent ids are left out)."""
+        ids = list(dict.fromkeys(agent_ids))
+        card, rev = self._raw(agents.c.card), self._raw(agents.c.rev)
+        out: dict[str, tuple[str, Card | BadRow]] = {}
+        async with _translated("read cards"), self._eng().connect() as conn:
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                rows = await conn.execute(
+                    select(agents.c.id, rev, card).where(agents.c.id.in_(chunk))
+                )
+                for agent_id, raw_rev, raw_card in rows:
+                    values = {"card": raw_card, "rev": raw_rev}
+                    try:
+                        document = _json(values, "card")
+                        if not isinstance(document, dict):
+                            raise _Undecodable("column card is not an object")
+                        out[agent_id] = (_text(values, "rev"), Card(document, len(raw_card)))
+                    except _Undecodable as exc:
+                        out[agent_id] = ("", BadRow(agent_id, str(exc)))
+        return out
+
+    async def search(self, f: Filter) -> list[tuple[Key, Stored | BadRow]]:
+        """One page of served rows (without cards) in page order, each with its cursor key."""
+        engine = self._eng()
+        statement = page_statement(f, self._columns(False), engine.dialect.name)
+        async with _translated("search agents"), engine.connect() as conn:
+            rows = (await conn.execute(statement)).all()
+        out: list[tuple[Key, Stored | BadRow]] = []
+        for row in rows:
+            values = row._asdict()
+            key = values.pop("page_key")
+            found = _decode(values)
+            out.append(
+                ((_id_of(key), found.id if isinstance(found, BadRow) else found.record.id), found)
+            )
+        return out
+
+    async def counts(self) -> tuple[int, int]:
+        """How many rows are served, and how many are not (unreadable or not yet checked)."""
+        served = func.count().filter(agents.c.name_key.is_not(None))
+        unserved = func.count().filter(agents.c.name_key.is_(None))
+        async with _translated("count agents"), self._eng().connect() as conn:
+            row = (await conn.execute(select(served, unserved))).one()
+        return int(row[0]), int(row[1])
+
+    async def health_counts(self, healthy_after: float, seen_after: float) -> tuple[int, int]:
+        """How many served rows are healthy and unhealthy (rows last seen before ``seen_after``,
+        evicted, are left out)."""
+        healthy = func.count().filter(agents.c.last_seen >= healthy_after)
+        unhealthy = func.count().filter(agents.c.last_seen < healthy_after)
+        async with _translated("count agents"), self._eng().connect() as conn:
+            row = (
+                await conn.execute(
+                    select(healthy, unhealthy).where(
+                        agents.c.name_key.is_not(None), agents.c.last_seen >= seen_after
+                    )
+                )
+            ).one()
+        return int(row[0]), int(row[1])
+
+    async def unserved_count(self) -> int:
+        async with _translated("count agents"), self._eng().connect() as conn:
+            found = await conn.scalar(
+                select(func.count()).select_from(agents).where(agents.c.name_key.is_(None))
+            )
+        return int(found or 0)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def save(self, record: AgentRecord, *, live_after: float) -> tuple[AgentRecord, bool]:
         """Insert ``record``, replacing any row with the same id or card URL (one transaction,
-        under the change lock). A row for the same card URL with a heartbeat after
+        under the write lock). A served row for the same card URL with a heartbeat after
         ``live_after`` keeps its ``registered_at``; returns the record stored and whether it
         is new. Raises :class:`HeldElsewhere` when another card URL holds the id that recently.
         """
-        async with self._changing("save an agent") as conn:
+        async with self._writing("save an agent") as conn:
             rows = await conn.execute(
                 select(
-                    agents.c.id, agents.c.card_url, agents.c.last_seen, agents.c.registered_at
+                    agents.c.id,
+                    agents.c.card_url,
+                    agents.c.last_seen,
+                    agents.c.registered_at,
+                    agents.c.name_key,
                 ).where((agents.c.id == record.id) | (agents.c.card_url == record.card_url))
             )
             replaced, previous = [], None
-            for agent_id, card_url, last_seen, registered_at in rows:
+            for agent_id, card_url, last_seen, registered_at, key in rows:
                 live = last_seen > live_after
                 if agent_id == record.id and card_url != record.card_url and live:
                     raise HeldElsewhere(card_url)
-                if card_url == record.card_url and live:
+                if card_url == record.card_url and live and key is not None:
                     previous = registered_at
                 replaced.append(agent_id)
             if previous is not None:
                 record = replace(record, registered_at=previous)
             if replaced:
                 await conn.execute(delete(agents).where(agents.c.id.in_(replaced)))
-            await conn.execute(agents.insert().values(**_to_row(record)))
-            await self._log(conn, {record.id, *replaced}, origin, record.last_seen)
+            await self._insert(conn, [record])
         return record, previous is None
+
+    async def save_many(self, records: Sequence[AgentRecord]) -> None:
+        """Insert ``records`` in one transaction (batched statements), replacing the rows with
+        the same ids or card URLs: the bulk path (imports, simulations). Unlike :meth:`save`,
+        nothing is checked against live rows and ``registered_at`` is taken as given."""
+        records = list({r.card_url: r for r in {r.id: r for r in records}.values()}.values())
+        if not records:
+            return
+        async with self._writing("save agents") as conn:
+            ids, urls = [r.id for r in records], [r.card_url for r in records]
+            for start in range(0, len(records), CHUNK):
+                await conn.execute(
+                    delete(agents).where(
+                        agents.c.id.in_(ids[start : start + CHUNK])
+                        | agents.c.card_url.in_(urls[start : start + CHUNK])
+                    )
+                )
+            await self._insert(conn, records)
+
+    async def index(self, record: AgentRecord) -> None:
+        """Serve a row found servable (one not written by the registry, or set aside before)."""
+        async with self._writing("index an agent") as conn:
+            await conn.execute(delete(terms).where(terms.c.agent_id == record.id))
+            await conn.execute(
+                update(agents)
+                .where(agents.c.id == record.id)
+                .values(
+                    rev=uuid4().hex,
+                    name_key=name_key(record.name),
+                    search_text=search_text(record),
+                )
+            )
+            if rows := term_rows(record):
+                await conn.execute(terms.insert(), rows)
+
+    async def set_aside(self, agent_id: str) -> None:
+        """Stop serving the row (it stays, counted as unreadable, until replaced or deleted)."""
+        async with self._writing("set an agent aside") as conn:
+            await conn.execute(delete(terms).where(terms.c.agent_id == agent_id))
+            await conn.execute(
+                update(agents)
+                .where(agents.c.id == agent_id)
+                .values(name_key=None, search_text=None)
+            )
+
+    async def check_unserved(self, reason: Callable[[AgentRecord], str | None]) -> int:
+        """Index every unserved row that decodes and for which ``reason`` gives ``None`` (rows
+        written by an older version or behind the registry's back); return how many remain
+        unserved. Cheap when there are none: one index lookup."""
+        left = 0
+        after = ""
+        columns = self._columns(True)
+        while True:
+            async with _translated("check agents"), self._eng().connect() as conn:
+                rows = (
+                    await conn.execute(
+                        select(*columns, agents.c.id.label("raw_id"))
+                        .where(agents.c.name_key.is_(None), agents.c.id > after)
+                        .order_by(agents.c.id)
+                        .limit(CHUNK)
+                    )
+                ).all()
+            if not rows:
+                return left
+            for row in rows:
+                values = row._asdict()
+                after = values.pop("raw_id")
+                found = _decode(values)
+                if isinstance(found, BadRow) or reason(found.record) is not None:
+                    left += 1
+                else:
+                    await self.index(found.record)
 
     async def beat(self, beats: dict[str, float]) -> None:
         """Record heartbeats (id → time) in ONE statement; a row never moves back in time."""
@@ -248,86 +401,86 @@ class AgentStore:
             self.write_transactions += 1
             await conn.execute(text(_BEAT_SQL[engine.dialect.name]), params)
 
-    async def delete(self, agent_ids: Iterable[str], *, origin: str, now: float) -> None:
+    async def delete(self, agent_ids: Iterable[str]) -> None:
         ids = list(agent_ids)
         if not ids:
             return
-        async with self._changing("delete agents") as conn:
-            for start in range(0, len(ids), 500):
-                await conn.execute(delete(agents).where(agents.c.id.in_(ids[start : start + 500])))
-            await self._log(conn, ids, origin, now)
-
-    async def sweep(self, cutoff: float, *, origin: str, now: float) -> list[str] | None:
-        """Delete every row whose last heartbeat is before ``cutoff`` (one statement) and prune
-        old change rows; return the deleted ids, or ``None`` when another replica is sweeping."""
-        async with self._changing("sweep agents", sweep=True) as conn:
-            if conn is None:
-                return None
-            stale = agents.c.last_seen < cutoff
-            await conn.execute(
-                insert(changes).from_select(
-                    ["agent_id", "origin", "at"],
-                    select(agents.c.id, bindparam("origin", origin), bindparam("at", now)).where(
-                        stale
-                    ),
-                )
-            )
-            gone = (await conn.execute(delete(agents).where(stale).returning(agents.c.id))).all()
-            await conn.execute(delete(changes).where(changes.c.at < now - CHANGE_RETENTION_S))
-            return [row[0] for row in gone]
-
-    async def last_change(self) -> int:
-        """The newest change's sequence number (0 when there is none)."""
-        async with _translated("read the change log"), self._eng().connect() as conn:
-            return int((await conn.scalar(select(func.coalesce(func.max(changes.c.seq), 0)))) or 0)
-
-    async def follow(
-        self, after: int, beats_since: float, *, origin: str
-    ) -> tuple[int, set[str], dict[str, float]]:
-        """What other replicas changed: the newest sequence number, the ids changed after
-        ``after`` by another origin, and the heartbeats recorded after ``beats_since``."""
-        async with _translated("follow the change log"), self._eng().connect() as conn:
-            rows = (
+        async with self._writing("delete agents") as conn:
+            for start in range(0, len(ids), CHUNK):
                 await conn.execute(
-                    select(changes.c.seq, changes.c.agent_id, changes.c.origin)
-                    .where(changes.c.seq > after)
-                    .order_by(changes.c.seq)
-                    .limit(10_000)
+                    delete(agents).where(agents.c.id.in_(ids[start : start + CHUNK]))
                 )
-            ).all()
-            beats = await conn.execute(
-                select(agents.c.id, agents.c.last_seen).where(agents.c.last_seen > beats_since)
-            )
-            seen = {agent_id: float(last_seen) for agent_id, last_seen in beats}
-        changed = {agent_id for _, agent_id, o in rows if o != origin}
-        return (rows[-1][0] if rows else after), changed, seen
+
+    async def sweep(self, cutoff: float) -> int | None:
+        """Delete every row last seen before ``cutoff`` in ONE statement (their terms follow by
+        cascade); return how many, or ``None`` when another replica is sweeping."""
+        engine = self._eng()
+        async with _translated("sweep agents"), engine.begin() as conn:
+            self.write_transactions += 1
+            if engine.dialect.name == "postgresql" and not await conn.scalar(
+                text(f"SELECT pg_try_advisory_xact_lock({SWEEP_LOCK})")
+            ):
+                return None
+            result = await conn.execute(delete(agents).where(agents.c.last_seen < cutoff))
+            return int(result.rowcount or 0)
+
+    # -- helpers ------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _changing(self, what: str, *, sweep: bool = False) -> AsyncIterator[Any]:
-        """A write transaction holding the change lock (PostgreSQL). With ``sweep``, first try
-        the sweep lock and yield ``None`` (nothing done) if another replica holds it."""
+    async def _writing(self, what: str) -> AsyncIterator[AsyncConnection]:
+        """A write transaction holding the write lock (PostgreSQL)."""
         engine = self._eng()
         async with _translated(what), engine.begin() as conn:
             self.write_transactions += 1
             if engine.dialect.name == "postgresql":
-                if sweep and not await conn.scalar(
-                    text(f"SELECT pg_try_advisory_xact_lock({SWEEP_LOCK})")
-                ):
-                    yield None
-                    return
-                await conn.execute(text(f"SELECT pg_advisory_xact_lock({CHANGE_LOCK})"))
+                await conn.execute(text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
             yield conn
 
     @staticmethod
-    async def _log(conn: AsyncConnection, ids: Iterable[str], origin: str, at: float) -> None:
-        await conn.execute(
-            insert(changes), [{"agent_id": i, "origin": origin, "at": at} for i in ids]
-        )
+    async def _insert(conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
+        await conn.execute(agents.insert(), [_to_row(r) for r in records])
+        rows = [t for r in records for t in term_rows(r)]
+        if rows:
+            await conn.execute(terms.insert(), rows)
+
+    def _columns(self, with_card: bool) -> list[ColumnElement[Any]]:
+        chosen = [*_LIGHT, agents.c.card] if with_card else _LIGHT
+        return [self._raw(c) for c in chosen]
+
+    def _raw(self, column: Column[Any]) -> ColumnElement[Any]:
+        return _raw(column, self._eng().dialect.name)
 
     def _eng(self) -> AsyncEngine:
         if self._engine is None:
             raise RegistryError("the registry store is not open")
         return self._engine
+
+
+def _add_columns(sync_conn: Any) -> None:
+    """Add the columns of :data:`ADDED_COLUMNS` a table made by an older version lacks (its rows
+    are then unserved until :meth:`AgentStore.check_unserved` indexes them)."""
+    have = {c["name"] for c in inspect(sync_conn).get_columns("registry_agents")}
+    for name in ADDED_COLUMNS:
+        if name not in have:
+            kind = agents.c[name].type.compile(dialect=sync_conn.dialect)
+            sync_conn.execute(text(f"ALTER TABLE registry_agents ADD COLUMN {name} {kind}"))
+
+
+async def _trigram_index(conn: AsyncConnection) -> bool:
+    """Create ``pg_trgm`` and the trigram index; ``False`` (logged) when not allowed."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(text(PG_TRIGRAM_EXTENSION))
+    except DBAPIError as exc:
+        log.warning(
+            "registry: cannot create the pg_trgm extension (%s); free-text search scans "
+            "instead of using a trigram index. Ask an administrator to run: %s",
+            str(exc.orig)[:200],
+            PG_TRIGRAM_EXTENSION,
+        )
+        return False
+    await conn.execute(text(PG_TRIGRAM_INDEX))
+    return True
 
 
 @asynccontextmanager
@@ -344,6 +497,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")  # registry_terms rows go with their agent
     cursor.close()
 
 
@@ -357,6 +511,10 @@ def _to_row(record: AgentRecord) -> dict[str, Any]:
         "card": record.card,
         "registered_at": record.registered_at,
         "last_seen": record.last_seen,
+        "card_etag": record.card_etag,
+        "rev": uuid4().hex,
+        "name_key": name_key(record.name),
+        "search_text": search_text(record),
     }
 
 
@@ -432,13 +590,28 @@ def _skill(value: object) -> Skill:
     return Skill(id=skill_id, name=name, description=description, tags=tuple(tags))
 
 
+def _decode(values: dict[str, Any]) -> Stored | BadRow:
+    """A row read with :func:`_raw` columns (with or without ``card``)."""
+    try:
+        rev = values.get("rev")
+        return Stored(
+            _from_row(values),
+            rev=_text(values, "rev") if rev is not None else "",
+            served=values.get("name_key") is not None,
+        )
+    except _Undecodable as exc:
+        return BadRow(_id_of(values.get("id")), str(exc))
+
+
 def _from_row(values: dict[str, Any]) -> AgentRecord:
     skills = _json(values, "skills")
     if not isinstance(skills, list):
         raise _Undecodable("column skills is not a list")
-    card = _json(values, "card")
-    if not isinstance(card, dict):
-        raise _Undecodable("column card is not an object")
+    card: Any = {}
+    if "card" in values:
+        card = _json(values, "card")
+        if not isinstance(card, dict):
+            raise _Undecodable("column card is not an object")
     return AgentRecord(
         id=_text(values, "id"),
         card_url=_text(values, "card_url"),
@@ -448,4 +621,5 @@ def _from_row(values: dict[str, Any]) -> AgentRecord:
         card=card,
         registered_at=_time(values, "registered_at"),
         last_seen=_time(values, "last_seen"),
+        card_etag=_text(values, "card_etag") if values.get("card_etag") is not None else None,
     )

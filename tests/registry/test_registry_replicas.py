@@ -1,9 +1,10 @@
-"""Registry replicas on one database: batched heartbeats, followed changes, one sweeper.
+"""Registry replicas on one database: batched heartbeats, shared reads, one sweeper.
 
 Each test runs on SQLite and on PostgreSQL (the ``db`` fixture). The replicas here are two apps
-in this process with their background flush and poll slowed down, so the test decides when a
-replica flushes (``registry.flush()``) or follows (``registry.sync()``); the multi-process test
-at the end runs two registry processes with the default timings.
+in this process with their background flush slowed down, so the test decides when a replica
+flushes (``registry.flush()``); every read goes to the database, so a committed registration or
+deletion is seen by every replica at once. The multi-process test at the end runs two registry
+processes with the default timings.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ def replica(db: str, clock: FakeClock) -> Any:
         settings = RegistrySettings(
             db=db,
             allow_cidrs=LOOPBACK,
-            heartbeat_flush_s=10,  # the test flushes and follows by hand
-            sync_interval_s=60,
+            heartbeat_flush_s=10,  # the test flushes by hand
             **overrides,
         )
         app = build_registry_app(settings, clock=clock)
@@ -54,18 +54,17 @@ async def register(client: httpx.AsyncClient, card_url: str, status: int = 201) 
 
 
 async def test_heartbeats_are_written_in_one_batch(replica, card_server, clock) -> None:
-    async with replica() as (a, registry), replica() as (b, other):
+    async with replica() as (a, registry), replica() as (b, _):
         for name in ("Alpha", "Beta", "Gamma"):
             await register(a, card_server.put_card(f"/{name}.json", name))
         clock.advance(20)
         writes = registry.write_transactions
         for agent_id in ("alpha", "beta", "gamma", "alpha"):
             assert (await a.put(f"/v1/agents/{agent_id}/heartbeat")).status_code == 200
-        assert registry.write_transactions == writes  # answered from memory
+        assert registry.write_transactions == writes  # queued, not written
         await registry.flush()
         assert registry.write_transactions == writes + 1  # one transaction, one statement
         assert (await a.get("/v1/agents/beta")).json()["healthy"] is True
-        await other.sync()
         beta = (await b.get("/v1/agents/beta")).json()
         assert beta["last_heartbeat"] == (await a.get("/v1/agents/beta")).json()["last_heartbeat"]
 
@@ -81,20 +80,23 @@ async def test_queued_heartbeats_are_written_at_shutdown(replica, card_server, c
         assert alpha["healthy"] is True
 
 
-async def test_replicas_follow_registrations_updates_and_deletions(replica, card_server) -> None:
-    async with replica() as (a, _), replica() as (b, other):
+async def test_replicas_see_registrations_updates_and_deletions_at_once(
+    replica, card_server
+) -> None:
+    async with replica() as (a, _), replica() as (b, _):
         url = card_server.put_card("/a.json", "Alpha", skills=[card_server.skill("s1", "t")])
         await register(a, url)
-        assert (await b.get("/v1/agents", params={"tag": "t"})).json()["agents"] == []
-        await other.sync()
-        assert [x["id"] for x in (await b.get("/v1/agents", params={"tag": "t"})).json()["agents"]]
+        found = (await b.get("/v1/agents", params={"tag": "t", "include_card": "true"})).json()
+        assert [(x["id"], x["card"]["skills"][0]["id"]) for x in found["agents"]] == [
+            ("alpha", "s1")
+        ]
         card_server.put_card("/a.json", "Alpha", skills=[card_server.skill("s2", "u")])
         await register(a, url, status=200)
-        await other.sync()
         assert (await b.get("/v1/agents", params={"tag": "t"})).json()["agents"] == []
+        found = (await b.get("/v1/agents", params={"tag": "u", "include_card": "true"})).json()
+        assert [x["card"]["skills"][0]["id"] for x in found["agents"]] == ["s2"]  # no stale card
         assert (await b.get("/v1/agents/alpha")).json()["skills"][0]["id"] == "s2"
         assert (await a.delete("/v1/agents/alpha")).status_code == 204
-        await other.sync()
         assert (await b.get("/v1/agents/alpha")).status_code == 404
         assert (await b.get("/healthz")).json()["agents"] == 0
 
@@ -102,15 +104,12 @@ async def test_replicas_follow_registrations_updates_and_deletions(replica, card
 async def test_a_heartbeat_for_an_agent_registered_elsewhere_reads_the_store(
     replica, card_server
 ) -> None:
-    async with replica() as (a, registry), replica() as (b, _):
+    async with replica() as (a, _), replica() as (b, _):
         await register(a, card_server.put_card("/a.json", "Alpha"))
         await register(a, card_server.put_card("/c.json", "Gamma"))
-        assert (await b.get("/v1/agents/alpha")).status_code == 404  # b has not followed yet
         assert (await b.put("/v1/agents/alpha/heartbeat")).status_code == 200
-        assert (await b.get("/v1/agents/alpha")).status_code == 200  # and now knows it
         assert (await b.delete("/v1/agents/gamma")).status_code == 204
         assert (await b.put("/v1/agents/nobody/heartbeat")).status_code == 404
-        await registry.sync()
         assert (await a.put("/v1/agents/gamma/heartbeat")).status_code == 404  # deleted by b
 
 
@@ -124,7 +123,6 @@ async def test_a_sweep_keeps_agents_another_replica_heartbeats(replica, card_ser
         clock.advance(35)  # alpha: 35 s since its heartbeat; beta: 115 s since registering,
         # past evict_after (90 s) plus, on PostgreSQL, the 2 * heartbeat_flush_s grace
         assert await other.sweep() == 1  # beta only, judged by the store
-        await registry.sync()
         assert (await a.get("/v1/agents/alpha")).status_code == 200
         assert (await a.get("/v1/agents/beta")).status_code == 404
         assert (await b.put("/v1/agents/alpha/heartbeat")).status_code == 200
