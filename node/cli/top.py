@@ -221,10 +221,10 @@ class _Top:
         return loads
 
 
-def _table(loads: Sequence[AgentLoad]) -> Any:
+def _table(loads: Sequence[AgentLoad], title: str) -> Any:
     from rich.table import Table
 
-    table = Table(*HEADERS, box=None, header_style="bold")
+    table = Table(*HEADERS, title=title, title_justify="left", box=None, header_style="bold")
     for load in loads:
         table.add_row(*load.row())
     return table
@@ -276,11 +276,11 @@ async def _refresh(top: _Top, interval: float) -> None:
             except RegistryError as exc:  # keep the last list; say so once per round
                 print(f"a2a-node: {exc}", file=sys.stderr)
             loads = await top.round()
-            stamp = time.strftime("%H:%M:%S")
+            title = f"{time.strftime('%H:%M:%S')}  {len(loads)} agents  {top.args.registry_url}"
             if live is not None:
-                live.update(_table(loads), refresh=True)
+                live.update(_table(loads, title), refresh=True)
             else:
-                print(f"{stamp}  {len(loads)} agents")
+                print(title)
                 print(format_table(HEADERS, [load.row() for load in loads]), flush=True)
                 print()
             await asyncio.sleep(interval)

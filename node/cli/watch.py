@@ -175,7 +175,8 @@ class TaskProgress:
             style = "green" if state == TaskState.TASK_STATE_COMPLETED else "red"
             head = Text.assemble((state_name(state), f"bold {style}"), f"  after {elapsed}")
         else:
-            head = Spinner("dots", text=Text(f"{state_name(state)}  {elapsed}"), style="cyan")
+            label = state_name(state) if self.task.id else "connecting"
+            head = Spinner("dots", text=Text(f"{label}  {elapsed}"), style="cyan")
         parts: list[RenderableType] = [head]
         parts += [Text(f"… {m}", style="dim") for m in self.messages[-MESSAGES_SHOWN:]]
         if state in TERMINAL | INTERRUPTED and status_text(self.task):
@@ -185,18 +186,20 @@ class TaskProgress:
         return Panel(Group(*parts), title=title, title_align="left")
 
     def _calls_table(self) -> Table:
+        calls = sorted(self.calls.values(), key=lambda c: c.started_at)
+        peers = any(c.peer for c in calls)  # the peer columns only when a peer was called
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in ("CALL", "PEER", "REMOTE TASK", "TIME", "OUTCOME", "ERROR"):
-            table.add_column(column, justify="right" if column == "TIME" else "left")
-        for call in sorted(self.calls.values(), key=lambda c: c.started_at):
-            table.add_row(
-                call.tool,
-                call.peer or "",
-                call.remote_task_id or "",
-                duration(call.duration_ms),
-                Text(call.outcome, style="green" if call.outcome == "ok" else "red"),
-                call.error or "",
-            )
+        table.add_column("CALL")
+        if peers:
+            table.add_column("PEER")
+            table.add_column("REMOTE TASK")
+        table.add_column("TIME", justify="right")
+        table.add_column("OUTCOME")
+        table.add_column("ERROR")
+        for call in calls:
+            where = [call.peer or "", call.remote_task_id or ""] if peers else []
+            outcome = Text(call.outcome, style="green" if call.outcome == "ok" else "red")
+            table.add_row(call.tool, *where, duration(call.duration_ms), outcome, call.error or "")
         return table
 
 
