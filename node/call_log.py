@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import importlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, TaskState
+
+from node.observability.tracing import current_trace_id
 
 __all__ = ["CALLS_KEY", "CallLog", "CallsUpdater", "OpenCall", "calls_of", "note_remote_task"]
 
@@ -61,7 +62,7 @@ class CallLog:
         """A call of ``tool`` starts now; ``group`` is its policy group (``peer:<id>``: a peer)."""
         peer = group[len(PEER_GROUP) :] if group and group.startswith(PEER_GROUP) else None
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return OpenCall(tool, peer, now, time.perf_counter(), _trace_id())
+        return OpenCall(tool, peer, now, time.perf_counter(), current_trace_id())
 
     def close(self, call: OpenCall, *, ok: bool, error: str | None = None) -> None:
         """The call ended: its record joins the log."""
@@ -124,18 +125,3 @@ class CallsUpdater(TaskUpdater):
 def calls_of(updater: TaskUpdater) -> CallLog | None:
     """The call log of a task's updater, when it keeps one."""
     return updater.calls if isinstance(updater, CallsUpdater) else None
-
-
-_trace_source: list[Callable[[], str | None] | None] = []
-
-
-def _trace_id() -> str | None:
-    """The current trace id from :mod:`node.observability.tracing`, when tracing is built in."""
-    if not _trace_source:
-        try:
-            module = importlib.import_module("node.observability.tracing")
-            _trace_source.append(getattr(module, "current_trace_id", None))
-        except ImportError:
-            _trace_source.append(None)
-    source = _trace_source[0]
-    return source() if source is not None else None
