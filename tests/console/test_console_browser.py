@@ -53,6 +53,7 @@ CHROMIUM_ARGS = [
 ]
 DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 WAIT_MS = 15_000  # Playwright's deadline for each expectation
+SECRET = "console-browser-token-0123456789"
 
 pytestmark = [
     pytest.mark.browser,
@@ -285,6 +286,32 @@ async def test_a_task_failing_on_a_peer_shows_the_reason_and_the_node(
     for state in await rows.locator("[data-state]").all():
         await expect(state).to_have_attribute("data-state", "failed")
     await shot(page, tmp_path, "2-tasks")
+
+
+async def test_a_node_with_auth_takes_the_token_typed_in_the_page(
+    page: Any, tmp_path: Path
+) -> None:
+    data = card("data", auth={"bearer_tokens": [{"secret": SECRET, "principal": "operator"}]})
+    sock = free_socket()
+    app = build_node_app(
+        parse_card(data), public_url=url_of(sock), data_dir=tmp_path / "guarded", store="memory"
+    )
+    async with running(app, sock) as url:
+        await page.goto(url + "/ui/#/tasks")
+        await expect(page.get_by_role("alert")).to_contain_text("401")  # the page, not the data
+        await page.get_by_label("Access token").fill(SECRET)
+        await page.get_by_role("button", name="Use").click()
+        await expect(page.locator("#tasks tbody")).to_contain_text("No task.")
+        assert await page.evaluate("Object.keys(localStorage).length") == 0  # this tab only
+
+        await page.get_by_role("link", name="Node and skills").click()
+        form = page.get_by_role("form", name="Send a task to calculate")
+        await form.get_by_label("expression").fill("6 * 7")
+        await form.get_by_role("button", name="Send to calculate").click()
+        state = page.locator("#task-state [data-state]")
+        await expect(state).to_have_attribute("data-state", "completed")
+        await expect(page.locator("#artifacts")).to_contain_text("42")
+        await shot(page, tmp_path, "1-token")
 
 
 async def test_a_node_going_down_turns_unhealthy(net: Net, page: Any, tmp_path: Path) -> None:
