@@ -19,6 +19,8 @@ from typing import Any
 
 from node.cli.common import add_json_option, is_loopback
 from node.cli.output import format_table, print_json
+from node.cli.registry_import import add_import_command
+from node.cli.serve import add_log_format_option
 from node.errors import ConfigError
 
 __all__ = ["add_network_commands", "list_agents"]
@@ -34,6 +36,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
     from pydantic import SecretStr, ValidationError
 
     from node.registry import RegistrySettings, serve_registry
+    from node.registry.settings import FederationSettings
 
     token: SecretStr | None = None
     if args.token_env:
@@ -59,6 +62,8 @@ def cmd_registry(args: argparse.Namespace) -> int:
             evict_after_s=args.evict_after,
             sweep_interval_s=args.sweep_interval,
             allow_cidrs=tuple(args.allow_cidr),
+            metrics=not args.no_metrics,
+            federation=FederationSettings(upstreams=_upstreams(args.upstream)),
         )
     except ValidationError as exc:
         raise ConfigError(
@@ -66,6 +71,25 @@ def cmd_registry(args: argparse.Namespace) -> int:
         ) from exc
     asyncio.run(serve_registry(settings))
     return 0
+
+
+def _upstreams(values: Sequence[str]) -> tuple[Any, ...]:
+    """``--upstream URL[#TOKEN_ENV]`` values as :class:`Upstream` settings (tokens from the env)."""
+    from pydantic import SecretStr
+
+    from node.registry.settings import Upstream
+
+    out = []
+    for value in values:
+        url, _, env = value.partition("#")
+        token = None
+        if env:
+            secret = os.environ.get(env, "").strip()
+            if not secret:
+                raise ConfigError(f"environment variable {env} (the token for {url}) is unset")
+            token = SecretStr(secret)
+        out.append(Upstream(url=url, token=token))
+    return tuple(out)
 
 
 # -- agents -----------------------------------------------------------------------------------
@@ -227,7 +251,13 @@ async def _up(args: argparse.Namespace) -> int:
     if args.timeout is not None:
         spec = spec.model_copy(update={"startup_timeout_s": args.timeout})
     level = getattr(args, "log_level", "warning")
-    network = Network(spec, spec_dir=spec_path.parent, run_dir=Path(args.run_dir), log_level=level)
+    network = Network(
+        spec,
+        spec_dir=spec_path.parent,
+        run_dir=Path(args.run_dir),
+        log_level=level,
+        log_format=args.log_format,
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -292,12 +322,22 @@ def add_network_commands(subparsers: Any) -> None:
         help="let card fetches reach CIDR, e.g. 127.0.0.0/8 for nodes on this machine "
         "(private addresses are refused otherwise)",
     )
+    p.add_argument(
+        "--upstream",
+        action="append",
+        default=[],
+        metavar="URL[#TOKEN_ENV]",
+        help="an upstream registry that completes searches this one cannot satisfy; after # the "
+        "environment variable holding its read token (repeatable)",
+    )
     p.add_argument("--ttl", type=float, default=30.0, help="seconds a heartbeat keeps one healthy")
     p.add_argument("--evict-after", type=float, help="seconds before a silent agent is removed")
     p.add_argument("--sweep-interval", type=float, help="seconds between eviction sweeps")
     p.add_argument("--public-url", help="base URL published in the registry's own card")
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind, open writes")
+    p.add_argument("--no-metrics", action="store_true", help="do not serve GET /metrics")
     p.set_defaults(run=cmd_registry)
+    add_import_command(p)  # a2a-node registry import FILE
 
     p = subparsers.add_parser("agents", help="search a registry's agents")
     p.add_argument("registry_url", help="the registry's base URL")
@@ -316,4 +356,5 @@ def add_network_commands(subparsers: Any) -> None:
     p.add_argument("--run-dir", default=".a2a-node/run", help="logs, databases, node data")
     p.add_argument("--timeout", type=float, help="seconds to wait for the network to be up")
     p.add_argument("--demo", action="store_true", help="once up, run the example command")
+    add_log_format_option(p)  # the nodes' logs
     p.set_defaults(run=lambda a: asyncio.run(_up(a)))

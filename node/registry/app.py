@@ -32,7 +32,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Router
 
 from node.card import AuthSettings, Credential
+from node.console.routes import console_routes
 from node.errors import RegistryError
+from node.observability.metrics import RegistryMetrics, metrics_route
 from node.registry.agent import A2A_PATH, A2A_REST_PATH, FindAgentsExecutor, registry_card
 from node.registry.api import api_routes
 from node.registry.errors import (
@@ -42,6 +44,7 @@ from node.registry.errors import (
     error_body,
     error_response,
 )
+from node.registry.federation import Federation
 from node.registry.gate import Gate
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
@@ -104,6 +107,13 @@ def build_registry_app(
         return runtime.http
 
     registry = Registry(settings, store, http, clock)
+
+    async def count_health() -> None:  # at each scrape: write the queued heartbeats, then count
+        await registry.flush()
+        await registry.refresh_health()
+
+    metrics = RegistryMetrics(registry.health_counts, count_health) if settings.metrics else None
+    federation = Federation(settings.federation, http, settings.allow_cidrs)
     card = registry_card(settings)
     handler = DefaultRequestHandler(
         agent_executor=FindAgentsExecutor(registry), task_store=InMemoryTaskStore(), agent_card=card
@@ -137,7 +147,9 @@ def build_registry_app(
     v0_3 = settings.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
     app = Starlette(
         routes=[
-            *api_routes(registry),
+            *api_routes(registry, federation, metrics),
+            *([metrics_route(metrics)] if metrics is not None else []),
+            *console_routes("registry", refresh_ms=_refresh_ms(settings)),  # /ui: the network
             *create_agent_card_routes(card, card_modifier=card_now),
             *create_jsonrpc_routes(handler, rpc_url=A2A_PATH, enable_v0_3_compat=v0_3),
             Mount(
@@ -164,7 +176,13 @@ def build_registry_app(
     )
     app.router.redirect_slashes = False  # /v1/agents/ is a 404, not a 307 to /v1/agents
     app.state.registry = registry
+    app.state.federation = federation
     return app
+
+
+def _refresh_ms(settings: RegistrySettings) -> int:
+    """How often the console reloads the agents: a quarter of the TTL, within 0.5–5 s."""
+    return int(min(5000.0, max(500.0, settings.ttl_s * 250)))
 
 
 def _grpc_binding(settings: RegistrySettings, handler: DefaultRequestHandler) -> GrpcBinding | None:

@@ -7,6 +7,7 @@ from typing import Any
 from node.protocol import AGENT_ID_PATTERN
 from node.registry.cards import MAX_NAME_CHARS, MAX_SKILL_TEXT_CHARS, MAX_URL_BYTES
 from node.registry.errors import ERROR_TABLE
+from node.registry.federation import HOP_HEADER, SCOPES
 from node.registry.safejson import MAX_DEPTH
 from node.registry.service import (
     DEFAULT_PAGE_SIZE,
@@ -100,6 +101,10 @@ _SCHEMAS: dict[str, Any] = {
             "last_heartbeat": _TIME,
             "expires_at": {**_TIME, "description": "healthy until then without a new heartbeat"},
             "card": {"type": "object", "description": "the A2A agent card as fetched"},
+            "registry": {
+                "type": "string",
+                "description": "only on entries from an upstream: the registry that holds it",
+            },
         },
     },
     "AgentList": {
@@ -107,8 +112,36 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["agents", "next_page_token"],
         "properties": {
             "agents": {"type": "array", "items": _ref("Agent")},
-            "next_page_token": {"type": ["string", "null"]},
+            "next_page_token": {
+                "type": ["string", "null"],
+                "description": "fed.<offset> once the listing goes on with upstream entries",
+            },
             "unreadable": _UNREADABLE,
+            "federation": _ref("Federation"),
+        },
+    },
+    "Federation": {
+        "type": "object",
+        "description": "on pages completed by upstream registries: how each one answered",
+        "required": ["upstreams", "not_forwarded"],
+        "properties": {
+            "upstreams": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["url", "agents", "cached", "error"],
+                    "properties": {
+                        "url": _STRING,
+                        "agents": {"type": "integer", "minimum": 0},
+                        "cached": {"type": "boolean"},
+                        "error": {"type": ["string", "null"], "maxLength": 200},
+                    },
+                },
+            },
+            "not_forwarded": {
+                "type": ["string", "null"],
+                "description": "why the upstreams were not asked (loop, hop limit, deadline)",
+            },
         },
     },
     "RegisterRequest": {
@@ -121,6 +154,53 @@ _SCHEMAS: dict[str, Any] = {
                 "description": f"absolute http(s) URL, at most {MAX_URL_BYTES} bytes of UTF-8, "
                 "no credentials or control characters",
             }
+        },
+    },
+    "ImportRequest": {
+        "type": "object",
+        "required": ["card_urls"],
+        "properties": {
+            "card_urls": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "string"},
+                "description": "card URLs (each as card_url in RegisterRequest); at most "
+                "import_max_urls of them (default 1000)",
+            }
+        },
+    },
+    "ImportResult": {
+        "type": "object",
+        "required": ["results", "registered", "unchanged", "errors"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "description": "one per card_urls entry, in order",
+                "items": {
+                    "type": "object",
+                    "required": ["card_url", "status"],
+                    "properties": {
+                        "card_url": {"description": "the entry as sent"},
+                        "status": {"enum": ["registered", "unchanged", "error"]},
+                        "id": {"type": "string", "description": "the agent id"},
+                        "error": {
+                            "type": "object",
+                            "required": ["code", "status", "message"],
+                            "properties": {
+                                "code": _STRING,
+                                "status": {
+                                    "type": "integer",
+                                    "description": "the status POST /v1/agents would answer",
+                                },
+                                "message": _STRING,
+                            },
+                        },
+                    },
+                },
+            },
+            "registered": {"type": "integer"},
+            "unchanged": {"type": "integer"},
+            "errors": {"type": "integer"},
         },
     },
     "Health": {
@@ -162,6 +242,27 @@ _QUERY = [
         "description": "opaque cursor",
     },
     {"name": "include_card", "in": "query", "schema": {"type": "boolean", "default": False}},
+    {
+        "name": "scope",
+        "in": "query",
+        "schema": {"enum": list(SCOPES)},
+        "description": "local: this registry only; federated: also ask the upstream registries "
+        "after the last local page; absent: ask them when the last local page is short",
+    },
+    {
+        "name": HOP_HEADER,
+        "in": "header",
+        "schema": {"type": "string", "maxLength": 4096},
+        "description": 'set by a forwarding registry: JSON {"chain": [registry ids], '
+        '"max_hops": int, "deadline": epoch seconds}; a registry in the chain, at max_hops or '
+        "past the deadline answers with its own agents only",
+    },
+    {
+        "name": "If-None-Match",
+        "in": "header",
+        "schema": _STRING,
+        "description": "the ETag of the page held: 304 with no body when it is unchanged",
+    },
 ]
 
 
@@ -185,6 +286,8 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
             (413, "request body too large"),
             (415, "the request body is not declared as application/json"),
             (422, "the card could not be fetched or is invalid"),
+            (429, "every card-fetch slot for this host stayed taken (see Retry-After)"),
+            (503, "every card-fetch slot stayed taken (see Retry-After)"),
         )
     }
     return {
@@ -230,7 +333,7 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "responses": {
                         "201": _json(_ref("Agent"), "registered"),
                         "200": _json(_ref("Agent"), "updated (same card_url)"),
-                        **_errors(400, 401, 403, 409, 413, 415, 422),
+                        **_errors(400, 401, 403, 409, 413, 415, 422, 429, 503),
                     },
                 },
                 "get": {
@@ -238,8 +341,27 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "security": read_security,
                     "parameters": _QUERY,
                     "responses": {
-                        "200": _json(_ref("AgentList"), "one page"),
+                        "200": {
+                            **_json(_ref("AgentList"), "one page"),
+                            "headers": {"ETag": {"schema": _STRING}},
+                        },
+                        "304": {"description": "not modified (If-None-Match held the ETag)"},
                         **_errors(400, 401, 403),
+                    },
+                },
+            },
+            "/v1/agents:import": {
+                "post": {
+                    "operationId": "importAgents",
+                    "description": "Register a batch of card URLs: the registry fetches them "
+                    "(bounded concurrency, per-host limits, conditional requests), checks each "
+                    "card as registerAgent does and stores the batch in one transaction. A bad "
+                    "URL or card is an error entry of its own; the others are registered.",
+                    "security": write_security,
+                    "requestBody": {"required": True, **_json(_ref("ImportRequest"), "card URLs")},
+                    "responses": {
+                        "200": _json(_ref("ImportResult"), "one result per URL"),
+                        **_errors(400, 401, 403, 413, 415, 503),
                     },
                 },
             },

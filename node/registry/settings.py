@@ -4,12 +4,55 @@ from __future__ import annotations
 
 import ipaddress
 from typing import Self
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from node.urls import http_url
 
 MIB = 1024 * 1024
+
+
+class Upstream(BaseModel):
+    """A registry this one forwards searches to (see :mod:`node.registry.federation`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    """Base URL of the upstream registry (absolute http(s), no credentials, query or fragment)."""
+    token: SecretStr | None = None
+    """Bearer token sent to this upstream only (the CLI reads it from the environment)."""
+
+    @field_validator("url")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"upstream url must be an absolute http(s) URL, got {value[:200]!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("upstream url must not carry credentials; give a token instead")
+        if parts.query or parts.fragment:
+            raise ValueError("upstream url must be a base URL, without query or fragment")
+        return value.rstrip("/")
+
+
+class FederationSettings(BaseModel):
+    """Upstream registries and the bounds on asking them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    upstreams: tuple[Upstream, ...] = ()
+    max_hops: int = Field(default=3, ge=1, le=16)
+    """Most registries a forwarded search may pass through (a caller may only lower it)."""
+    timeout_s: float = Field(default=3.0, gt=0, le=60)
+    """Longest wait for the upstreams of one search (a caller's hop deadline may shorten it)."""
+    cache_s: float = Field(default=10.0, ge=0, le=3600)
+    """Seconds an upstream's answer (or failure) to one query is reused."""
+    cache_entries: int = Field(default=256, ge=1, le=100_000)
+    max_results: int = Field(default=200, ge=1, le=10_000)
+    """Most entries read from each upstream for one query."""
+    max_answer_bytes: int = Field(default=8 * MIB, gt=0)
+    """Largest upstream answer page read."""
 
 
 class RegistrySettings(BaseModel):
@@ -44,7 +87,19 @@ class RegistrySettings(BaseModel):
     """Private networks the card fetcher may reach, e.g. ``("127.0.0.0/8", "::1/128")``."""
     max_card_bytes: int = Field(default=256 * 1024, gt=0)
     fetch_timeout_s: float = Field(default=5.0, gt=0)
+    fetch_concurrency: int = Field(default=64, ge=1, le=4096)
+    """Most card fetches in flight at once (registrations and imports together)."""
+    fetch_per_host: int = Field(default=16, ge=1, le=4096)
+    """Most card fetches in flight to one host (scheme, host, port)."""
+    fetch_queue_s: float = Field(default=2.0, ge=0, le=60)
+    """How long a registration waits for a fetch slot before 503 (all busy) or 429 (its host)."""
+    import_max_urls: int = Field(default=1000, ge=1, le=100_000)
+    """Most card URLs in one ``POST /v1/agents:import`` batch."""
     max_body_bytes: int = Field(default=MIB, gt=0)
+    federation: FederationSettings = FederationSettings()
+    """Upstream registries that complete searches this one cannot satisfy alone."""
+    metrics: bool = True
+    """Serve Prometheus metrics at ``GET /metrics`` (a read: the read token when required)."""
     a2a_v0_3: bool = True
     """Also serve A2A 0.3 on the registry's A2A endpoint (0.3 methods, 0.3 card fields); off: a
     strict A2A 1.0 card (see :mod:`node.server.v0_3`)."""
