@@ -157,14 +157,14 @@ async def test_three_registries_in_a_chain_each_entry_marked_with_the_registry_h
 
 
 async def test_a_loop_between_two_registries_ends_without_duplicates(net: Net) -> None:
-    await net.start("a", "b")
-    await net.start("b", "a")
+    await net.start("a", "b", timeout_s=10)
+    await net.start("b", "a", timeout_s=10)
     await net.add("a", "a1")
     await net.add("b", "b1")
     started = time.monotonic()
     assert ids(await net.list("a")) == ["a1", "b1"]
     assert ids(await net.list("b")) == ["b1", "a1"]
-    assert time.monotonic() - started < 2  # no waiting for a deadline
+    assert time.monotonic() - started < 5  # no waiting for a deadline (10 s)
     # a → b → a: the second visit finds itself in the chain and does not forward again (and
     # cached answers spare some of the second round)
     assert net.counters["a"].listings <= 3 and net.counters["b"].listings <= 3
@@ -184,12 +184,12 @@ async def test_an_agent_listed_here_and_upstream_appears_once_as_the_local_entry
 async def test_an_upstream_that_is_down_costs_local_results_nothing(net: Net) -> None:
     dead = free_socket()  # bound, not listening: connections are refused
     await net.start("b")
-    await net.start("a", url_of(dead), "b", timeout_s=5)
+    await net.start("a", url_of(dead), "b", timeout_s=10)
     await net.add("a", "a1")
     await net.add("b", "b1")
     started = time.monotonic()
     listing = await net.list("a")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # no waiting for the deadline (10 s)
     assert ids(listing) == ["a1", "b1"]
     down, up = listing["federation"]["upstreams"]
     assert down["url"] == url_of(dead) and down["agents"] == 0
@@ -254,7 +254,7 @@ async def test_the_deadline_bounds_the_wait_for_a_slow_upstream(net: Net) -> Non
     started = time.time()
     listing = await net.list("a")
     elapsed = time.time() - started
-    assert 0.4 < elapsed < 2
+    assert 0.4 < elapsed < 3
     assert ids(listing) == ["a1", "b1"]
     assert "no complete answer within 0.50 s" in listing["federation"]["upstreams"][0]["error"]
     # the upstream was given less time than a waits, so it could still have answered in time
