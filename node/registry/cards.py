@@ -1,4 +1,6 @@
-"""Fetch an agent card through the SSRF guard and turn it into what the registry stores.
+"""Check a card URL, validate a fetched card, and turn it into what the registry stores.
+
+Fetching is :mod:`node.registry.fetcher`'s (SSRF guard, slots, conditional requests).
 
 Limits (each refused with a 4xx naming it, before anything is stored):
 
@@ -19,31 +21,24 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from a2a.compat.v0_3 import conversions as v03_conversions
 from a2a.compat.v0_3 import types as v03_types
 from a2a.types import AgentCard
 from google.protobuf.json_format import ParseDict, ParseError
 from pydantic import ValidationError
 
-from node.errors import GuardError, ToolError
 from node.protocol import AGENT_ID_PATTERN, HOP, SKILL_SCHEMAS
 from node.registry import safejson
 from node.registry.errors import (
-    CardTooLarge,
-    CardUnreachable,
     InvalidCard,
     InvalidUrl,
-    UrlRefused,
 )
 from node.registry.records import AgentRecord, Skill
-from node.tooling.guards.urls import UrlGuard
 
 MAX_URL_BYTES = 2048
 MAX_NAME_CHARS = 256
 MAX_SKILL_TEXT_CHARS = 256
 _CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-_ACCEPT = {"Accept": "application/json"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,42 +72,23 @@ def check_card_url(url: object) -> str:
     return url
 
 
-async def fetch_card(
-    http: httpx.AsyncClient, guard: UrlGuard, url: str, *, timeout_s: float, max_bytes: int
-) -> CardInfo:
-    """GET the card at ``url`` (through ``guard``) and validate it."""
+def card_from_body(body: bytes) -> CardInfo:
+    """Validate fetched card bytes (see :mod:`node.registry.fetcher`) as a card."""
     try:
-        response = await guard.fetch(
-            http, "GET", url, headers=_ACCEPT, timeout=timeout_s, max_bytes=max_bytes
-        )
-    except GuardError as exc:
-        # The guard raises GuardError for refused addresses, unresolvable names and oversized
-        # bodies alike; its messages are the only way to tell them apart.
-        text = str(exc)
-        if "larger than max_bytes" in text:
-            raise CardTooLarge(f"card is larger than {max_bytes} bytes") from exc
-        if "does not resolve" in text:
-            raise CardUnreachable(f"card URL unreachable: {text}") from exc
-        raise UrlRefused(f"card URL refused: {text}") from exc
-    except ToolError as exc:
-        raise CardUnreachable(f"card URL unreachable: {exc}") from exc
-    if not 200 <= response.status_code < 300:
-        raise CardUnreachable(f"card URL answered HTTP {response.status_code}")
-    if len(response.content) > max_bytes:
-        raise CardTooLarge(f"card is larger than {max_bytes} bytes")
-    try:
-        document = safejson.loads(response.content)
+        document = safejson.loads(body)
     except safejson.UnsafeJson as exc:
         raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
-    return parse_card(document)
+    return parse_card(document, checked=True)
 
 
-def parse_card(document: object) -> CardInfo:
-    """Validate a card document as an A2A ``AgentCard`` and extract what the registry indexes."""
+def parse_card(document: object, *, checked: bool = False) -> CardInfo:
+    """Validate a card document as an A2A ``AgentCard`` and extract what the registry indexes
+    (``checked``: the document came from :func:`safejson.loads`, so its walk is skipped)."""
     if not isinstance(document, dict):
         raise InvalidCard("card must be a JSON object")
     try:
-        safejson.check(document)
+        if not checked:
+            safejson.check(document)
     except safejson.UnsafeJson as exc:
         raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
     card = _agent_card(document)

@@ -41,6 +41,7 @@ from node.registry.cards import check_card_url, check_record
 from node.registry.errors import (
     AgentNotFound,
     BadRequest,
+    Busy,
     CardError,
     Conflict,
     InvalidCard,
@@ -69,6 +70,8 @@ MAX_PAGE_BYTES = 1024 * 1024
 holds one entry); its ``next_page_token`` continues from there."""
 CARD_CACHE_BYTES = 32 * 1024 * 1024
 """Decoded cards kept for ``include_card`` pages (least recently used dropped first)."""
+IMPORT_BATCHES = 4
+"""Import batches one replica works on at once; another waits ``fetch_queue_s``, then 503."""
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -137,6 +140,7 @@ class Registry:
         self._http = http
         self._guard = UrlGuard(allow_cidrs=list(settings.allow_cidrs))
         self.fetcher = CardFetcher(self._guard, settings)
+        self._imports = asyncio.Semaphore(IMPORT_BATCHES)
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
         self._beats = HeartbeatBatch(store, settings.heartbeat_flush)
@@ -282,10 +286,11 @@ class Registry:
         return record, created
 
     async def register_many(self, card_urls: list[object]) -> list[Outcome]:
-        """Register a batch (``POST /v1/agents:import``): every URL fetched at once within the
-        fetcher's slots (each waits at most ``fetch_timeout_s`` for one), the new and changed
-        cards written in one transaction, unchanged ones (by validator) not parsed but beaten.
-        Each URL gets its own outcome, in order; a bad one costs only its own."""
+        """Register a batch (``POST /v1/agents:import``): every URL fetched within the fetcher's
+        slots (at most :data:`IMPORT_BATCHES` batches at once, so the URLs waiting for a slot
+        are bounded), the new and changed cards written in one transaction, unchanged ones (by
+        validator) not parsed but beaten. Each URL gets its own outcome, in order; a bad one
+        costs only its own."""
         outcomes: list[Outcome | None] = [None] * len(card_urls)
         where: dict[str, list[int]] = {}  # each URL once, even if sent twice
         for i, raw in enumerate(card_urls):
@@ -297,10 +302,15 @@ class Registry:
         known = await self._store.by_card_url(urls)
         now = self.clock()
         stored = {u: self._validator(k, now) for u, k in known.items()}
-        s = self.settings
-        got = await prepare_all(
-            self.fetcher, urls, stored, wait_s=max(s.fetch_queue_s, s.fetch_timeout_s)
-        )
+        try:
+            async with asyncio.timeout(self.settings.fetch_queue_s):
+                await self._imports.acquire()
+        except TimeoutError:
+            raise Busy(f"{IMPORT_BATCHES} imports are running; retry later") from None
+        try:  # the batch is bounded, and so is each fetch: its URLs wait for slots in turn
+            got = await prepare_all(self.fetcher, urls, stored, wait_s=None)
+        finally:
+            self._imports.release()
         results: dict[str, Outcome] = {}
         async with self._write:
             now = self.clock()
