@@ -20,10 +20,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, TaskState
+from google.protobuf.struct_pb2 import ListValue, Struct
 
 from node.observability.tracing import current_trace_id
 
@@ -56,6 +57,7 @@ class CallLog:
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
+        self.wire = ListValue()  # the records as protobuf, each converted once (not per update)
         self.dropped = 0
 
     def open(self, tool: str, group: str | None = None) -> OpenCall:
@@ -69,18 +71,18 @@ class CallLog:
         if len(self.records) >= MAX_RECORDS:
             self.dropped += 1
             return
-        self.records.append(
-            {
-                "tool": call.tool,
-                "peer": call.peer,
-                "remote_task_id": call.remote_task_id,
-                "started_at": call.started_at,
-                "duration_ms": round((time.perf_counter() - call.start) * 1000, 3),
-                "outcome": "ok" if ok else "error",
-                "error": None if ok else (error or "")[:MAX_ERROR_CHARS],
-                "trace_id": call.trace_id,
-            }
-        )
+        record = {
+            "tool": call.tool,
+            "peer": call.peer,
+            "remote_task_id": call.remote_task_id,
+            "started_at": call.started_at,
+            "duration_ms": round((time.perf_counter() - call.start) * 1000, 3),
+            "outcome": "ok" if ok else "error",
+            "error": None if ok else (error or "")[:MAX_ERROR_CHARS],
+            "trace_id": call.trace_id,
+        }
+        self.records.append(record)
+        self.wire.values.add().struct_value.update(record)
 
 
 @contextlib.contextmanager
@@ -117,8 +119,12 @@ class CallsUpdater(TaskUpdater):
         timestamp: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        if self.calls.records:
-            metadata = {**(metadata or {}), CALLS_KEY: list(self.calls.records)}
+        if self.calls.records:  # a Struct: the records are not converted again on each update
+            wire = Struct()
+            if metadata:
+                wire.update(metadata)
+            wire.fields[CALLS_KEY].list_value.CopyFrom(self.calls.wire)
+            metadata = cast(Any, wire)  # the event's constructor takes a Struct as well as a dict
         await super().update_status(state, message, timestamp, metadata)
 
 
