@@ -220,7 +220,7 @@ def add_serve_command(sub: Any) -> None:
 
 
 def add_log_format_option(p: Any) -> None:
-    """``--log-format text|json`` (``serve``, ``up``, ``registry``)."""
+    """``--log-format text|json`` (``serve``; ``up`` hands it to its nodes)."""
     p.add_argument(
         "--log-format",
         choices=("text", "json"),

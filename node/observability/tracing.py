@@ -49,6 +49,7 @@ UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 _NOOP: contextlib.nullcontext[None] = contextlib.nullcontext()
 _tracer = trace.get_tracer(TRACER_NAME)  # a proxy: it follows the provider set later
+_on = False  # a real tracer provider is set: latched by refresh() (configure, the middleware)
 
 
 def endpoint_configured(environ: Mapping[str, str] = os.environ) -> bool:
@@ -64,7 +65,7 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     Call it before building the app. Returns whether spans are recorded (also True when a
     provider was already set, which is kept). Spans are batched and flushed at exit.
     """
-    if enabled():
+    if refresh():
         return True
     if not endpoint_configured(environ):
         return False
@@ -77,13 +78,25 @@ def configure(service_name: str, environ: Mapping[str, str] = os.environ) -> boo
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
-    return True
+    return refresh()
+
+
+def refresh() -> bool:
+    """Look again whether a real tracer provider is set; :func:`enabled` answers from this.
+
+    :func:`configure` and each app's :class:`TraceContextMiddleware` (built with the app's
+    middleware stack) call it, so a provider set before a node serves is seen. Asking
+    OpenTelemetry each time would cost an ``os.environ`` miss (a caught ``KeyError``) per span.
+    """
+    global _on
+    provider = trace.get_tracer_provider()
+    _on = not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    return _on
 
 
 def enabled() -> bool:
-    """Whether spans go anywhere: a real tracer provider is set in this process."""
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    """Whether spans go anywhere: a real tracer provider was set (as of the last refresh)."""
+    return _on
 
 
 def span(
@@ -93,7 +106,7 @@ def span(
 
     An exception leaving the block is recorded on the span, whose status becomes ERROR.
     """
-    if not enabled():
+    if not _on:
         return _NOOP
     return _tracer.start_as_current_span(name, kind=kind, attributes=dict(attributes or {}))
 
@@ -153,20 +166,25 @@ class TraceContextMiddleware:
 
     def __init__(self, app: Callable[[_Scope, _Receive, _Send], Awaitable[None]]) -> None:
         self.app = app
+        refresh()
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNTRACED_PATHS:
             await self.app(scope, receive, send)
             return
+        if not _on:
+            for name, _ in scope["headers"]:
+                if name == b"traceparent":
+                    break
+            else:  # the common case: nothing to continue, nothing to record
+                await self.app(scope, receive, send)
+                return
         carrier = {
             name.decode("latin-1"): value.decode("latin-1")
             for name, value in scope["headers"]
             if name in (b"traceparent", b"tracestate")
         }
-        if not enabled():
-            if "traceparent" not in carrier:
-                await self.app(scope, receive, send)
-                return
+        if not _on:
             token = otel_context.attach(propagate.extract(carrier))
             try:
                 await self.app(scope, receive, send)
