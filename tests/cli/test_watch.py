@@ -15,7 +15,7 @@ from google.protobuf.json_format import ParseDict
 from rich.console import Console
 
 from node import call_log
-from node.card import load_card
+from node.card import load_card, parse_card
 from node.cli.watch import CALLS_KEY, TaskProgress
 from node.client import NodeClient, skill_message
 from node.peers.settings import StaticPeer
@@ -147,3 +147,60 @@ async def test_send_follow_shows_the_peer_call_of_a_pipeline(serve, tmp_path):
     assert code == 1, err
     assert "call data__calculate → data" in err and ": error in " in err
     assert "division" in err.lower()
+
+
+async def test_watch_shows_a_peer_call_as_it_finishes_while_the_task_runs(serve, tmp_path):
+    """A pipeline on the coordinator calls the data node twice: the first call's record shows
+    while the second still waits on its gate."""
+    data = await serve(
+        lambda u: build_node_app(
+            load_card(DATA_CARD),
+            public_url=u,
+            data_dir=tmp_path / "data",
+            store="memory",
+            tools=[gate],
+        )
+    )
+    coordinator_card = parse_card(
+        {
+            "id": "coordinator",
+            "name": "Coordinator",
+            "description": "Calls the data node.",
+            "pipelines": [
+                {
+                    "id": "compute_then_wait",
+                    "description": "Compute on the data node, then wait on its gate.",
+                    "input_schema": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                        "required": ["name"],
+                    },
+                    "steps": [
+                        {
+                            "id": "sum",
+                            "tool": "data__calculate",
+                            "arguments": {"expression": "6*7"},
+                        },
+                        {"id": "wait", "tool": "data__gate", "arguments": {"name": "$input/name"}},
+                    ],
+                    "output": ["sum", "wait"],
+                }
+            ],
+            "peers": {"static": [{"url": data}]},
+        }
+    )
+    coordinator = await serve(
+        lambda u: build_node_app(
+            coordinator_card, public_url=u, data_dir=tmp_path / "coord", store="memory"
+        )
+    )
+    async with gated("amber") as opened:
+        task_id = await start(coordinator, "compute_then_wait", "amber")
+        async with running("watch", coordinator, task_id) as run:
+            line = await run.wait_for_line("call data__calculate → data", stream="err")
+            assert "(remote task " in line and ": ok in " in line
+            opened.set()
+            code, out, err = await ended(run)
+    assert code == 0, err
+    assert "call data__gate → data" in err and f"task {task_id}: completed" in err
+    assert "42" in out and "amber opened" in out
