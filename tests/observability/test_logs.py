@@ -6,12 +6,18 @@ import contextvars
 import io
 import json
 import logging
+from pathlib import Path
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
 from node.card import parse_card
+from node.cli import parse
+from node.network.launcher import Network
+from node.network.spec import load_spec
 from node.observability import logs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -125,3 +131,16 @@ def test_registered_secrets_are_masked_wherever_they_appear() -> None:
 def test_ordinary_text_is_left_alone() -> None:
     text = "task 1 completed: 3 tokens, keywords=web,text; the token bucket is full"
     assert logs.redact(text) == text
+
+
+def test_serve_and_up_take_a_log_format_and_up_hands_it_to_every_node(tmp_path: Path) -> None:
+    assert parse(["serve", "cards/data.yaml", "--log-format", "json"]).log_format == "json"
+    assert parse(["serve", "cards/data.yaml"]).log_format is None  # then the card's
+    assert parse(["up", "--log-format", "json"]).log_format == "json"
+    spec = ROOT / "deploy" / "local.yaml"
+    network = Network(load_spec(spec), spec_dir=spec.parent, run_dir=tmp_path, log_format="json")
+    for node in network.nodes:
+        argv = node.child.argv
+        assert argv[argv.index("--log-format") + 1] == "json"
+    plain = Network(load_spec(spec), spec_dir=spec.parent, run_dir=tmp_path)
+    assert all("--log-format" not in node.child.argv for node in plain.nodes)
