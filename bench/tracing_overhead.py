@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node.observability import logs, tracing  # noqa: E402
+from node.observability import logs, tracing
 
 HEADERS = [
     (b"host", b"127.0.0.1:8000"),
