@@ -218,6 +218,15 @@ async def test_the_network_page_lists_the_agents(net: Net, page: Any, tmp_path: 
     await expect(page.locator('tr[data-agent="text"]')).to_contain_text("keywords")
     await shot(page, tmp_path, "1-network")
 
+    await page.keyboard.press("Tab")  # keyboard: the skip link first, then the page's controls
+    await expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("main")).to_be_focused()
+    link = page.get_by_role("link", name="Console of data")
+    await link.focus()
+    await expect(page.locator("#updated")).not_to_have_text(await page.inner_text("#updated"))
+    await expect(link).to_be_focused()  # still there after the list was reloaded
+
     await page.get_by_label("Skill id").fill("calculate")  # search as in the registry API
     await page.get_by_role("button", name="Search").click()
     await expect(rows).to_have_count(1)

@@ -27,6 +27,20 @@ export function replace(el, ...children) {
   return el;
 }
 
+const FOCUSABLE = "a[href], button, input, select, textarea, summary";
+
+// Re-render `container` with `render()` and put the keyboard focus back where it was (by position
+// among the focusable elements), so live updates do not throw a keyboard user out of the page.
+export function keepFocus(container, render) {
+  const active = document.activeElement;
+  const before = active && container.contains(active) ? [...container.querySelectorAll(FOCUSABLE)].indexOf(active) : -1;
+  render();
+  if (before >= 0) {
+    const again = container.querySelectorAll(FOCUSABLE)[before];
+    if (again) again.focus({ preventScroll: true });
+  }
+}
+
 export function announce(text) {
   replace(document.getElementById("announce"), text);
 }

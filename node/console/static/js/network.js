@@ -2,7 +2,7 @@
 
 import { getJSON } from "./api.js";
 import { cardSummary, skillSchemas, skillSection } from "./card.js";
-import { ago, announce, errorBox, h, replace, time } from "./dom.js";
+import { ago, announce, errorBox, h, keepFocus, replace, time } from "./dom.js";
 
 const PAGE_SIZE = 50;
 
@@ -81,7 +81,7 @@ export function networkView(main, config) {
         token = next;
       }
       if (stopped) return;
-      replace(body, entries.length ? entries.map(agentRow) : h("tr", {}, h("td", { colspan: 6 }, "No agent matches.")));
+      keepFocus(body, () => replace(body, entries.length ? entries.map(agentRow) : h("tr", {}, h("td", { colspan: 6 }, "No agent matches."))));
       more.hidden = !next;
       replace(problem);
       const healthy = entries.filter((e) => e.healthy).length;

@@ -1,7 +1,7 @@
 // One task: live progress (A2A streaming), status messages, artifacts and the calls it made.
 
 import { getJSON, stream } from "./api.js";
-import { FINAL_STATES, announce, errorBox, h, messageText, replace, stateBadge, time, tree } from "./dom.js";
+import { FINAL_STATES, announce, errorBox, h, keepFocus, messageText, replace, stateBadge, time, tree } from "./dom.js";
 
 const CALLS_KEY = "a2a_node_calls";
 
@@ -175,7 +175,7 @@ export function taskView(main, config, id) {
     }
     const state = task.status?.state;
     const calls = task.metadata?.[CALLS_KEY] || [];
-    replace(
+    keepFocus(main, () => replace(
       main,
       h("h1", {}, "Task ", h("code", {}, id)),
       h("p", { id: "task-state", "aria-live": "polite" }, "State: ", stateBadge(state),
@@ -189,7 +189,7 @@ export function taskView(main, config, id) {
       h("section", { "aria-labelledby": "calls-h", id: "calls" }, h("h2", { id: "calls-h" }, `Calls (${calls.length})`), timeline(calls)),
       artifactsView(task),
       h("p", {}, h("a", { href: "#/" }, "Back to the node")),
-    );
+    ));
     if (FINAL_STATES.has(state)) announce(`Task ${id} ${state.replace("TASK_STATE_", "").toLowerCase()}`);
   };
   entry.listeners.add(render);
