@@ -245,6 +245,8 @@ async def watch_task(node: NodeClient, task_id: str, progress: TaskProgress) -> 
         if streams:
             async for event in _subscribe(node, task_id):
                 progress.event(event)
+                if _done(progress.task):
+                    break
             if _done(progress.task):  # the stream's last event; GetTask has the final metadata
                 continue
         await asyncio.sleep(RESUBSCRIBE_PAUSE_S)

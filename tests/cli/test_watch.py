@@ -204,3 +204,29 @@ async def test_watch_shows_a_peer_call_as_it_finishes_while_the_task_runs(serve,
     assert code == 0, err
     assert "call data__gate → data" in err and f"task {task_id}: completed" in err
     assert "42" in out and "amber opened" in out
+
+
+def test_the_plain_lines_are_one_per_change_in_a_fixed_format(capsys):
+    progress = TaskProgress(live=False)
+    call = {"tool": "calculate", "peer": None, "remote_task_id": None, "duration_ms": 1500.0}
+    call |= {"started_at": "2026-12-01T21:00:00Z", "outcome": "ok", "error": None}
+    for state, text, calls in (
+        (TaskState.TASK_STATE_SUBMITTED, "", []),
+        (TaskState.TASK_STATE_WORKING, "calling calculate", []),
+        (TaskState.TASK_STATE_WORKING, "calling calculate", [call]),
+        (TaskState.TASK_STATE_WORKING, "calculate done", [call]),  # the same call again
+        (TaskState.TASK_STATE_COMPLETED, "", [call]),
+    ):
+        update = TaskStatusUpdateEvent(task_id="t-1", context_id="c-1")
+        update.status.state = state
+        if text:
+            update.status.message.parts.add(text=text)
+        update.metadata.CopyFrom(ParseDict({CALLS_KEY: calls}, update.metadata))
+        progress.event(StreamResponse(status_update=update))
+    assert capsys.readouterr().err == (
+        "task t-1: submitted\n"
+        "task t-1: working\n"
+        "  … calling calculate\n"
+        "  call calculate: ok in 1.50 s\n"
+        "  … calculate done\n"
+    )  # the final state is printed with the task's results, as `get` prints it
