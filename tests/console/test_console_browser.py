@@ -322,6 +322,19 @@ async def test_a_node_with_auth_takes_the_token_typed_in_the_page(
         await expect(page.locator("#artifacts")).to_contain_text("42")
         await shot(page, tmp_path, "1-token")
 
+        async with NodeClient.connect(url, token=SECRET, streaming=False) as client:
+            for n in range(11):  # 12 tasks of this principal: two pages of 10
+                await client.send(skill_message("calculate", {"expression": f"{n} + 1"}))
+        await page.get_by_role("link", name="Recent tasks").click()
+        rows = page.locator("#tasks tbody tr")
+        await expect(rows).to_have_count(10)
+        await page.get_by_role("button", name="Older").click()
+        await expect(rows).to_have_count(2)
+        await expect(page.get_by_role("button", name="Older")).to_be_disabled()
+        await page.get_by_role("button", name="Newer").click()
+        await expect(rows).to_have_count(10)
+        await shot(page, tmp_path, "2-pages")
+
 
 async def test_a_node_going_down_turns_unhealthy(net: Net, page: Any, tmp_path: Path) -> None:
     await page.goto(net.registry + "/ui/")
