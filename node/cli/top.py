@@ -301,7 +301,8 @@ def add_top_command(sub: Any) -> None:
         description="List the registry's agents with health (from the registry) and load (from "
         "each agent's /metrics): tasks in flight, completed and failed tasks, tool calls and "
         "their rate. An agent whose metrics cannot be read shows '—'. Redraws every --interval "
-        "seconds until Ctrl-C; --once prints one table and exits.",
+        "seconds until Ctrl-C; --once prints one table and exits. Exit codes: 0 listed (whatever "
+        "the agents answered), 1 the registry could not be read, 2 bad arguments.",
     )
     p.add_argument("registry_url", help="the registry's base URL")
     p.add_argument(

@@ -148,3 +148,10 @@ async def test_top_sends_the_nodes_credentials_to_read_their_metrics(serve, tmp_
     )
     (agent,) = json.loads(out)
     assert code == 0 and agent["metrics"]["completed"] == 1, err
+
+
+async def test_top_refuses_a_negative_interval_or_a_busy_loop():
+    code, _, err = await cli("top", "http://127.0.0.1:9", "--interval", "-1")
+    assert code == 2 and "--interval must be 0 or more" in err
+    code, _, err = await cli("top", "http://127.0.0.1:9", "--interval", "0")
+    assert code == 2 and "--once" in err
