@@ -12,6 +12,7 @@ Servers (each its own process, ``python bench/node_throughput.py --serve KIND --
 - ``b`` our node (``build_node_app``), card with the built-in ``calculate``, store ``memory``;
 - ``c`` our node with its default durable store (``store="sqlite"``, data dir in a temp folder);
 - ``d`` bare SDK echo server on ``DatabaseTaskStore`` (``sqlite+aiosqlite`` file, ``initialize()``).
+- ``h`` as ``b`` with ``server.metrics: false`` (issue 12: what metrics cost, (b)/(h) >= 0.97).
 
 Method: uvicorn 1 worker (asyncio loop, h11 unless uvloop/httptools are installed), access log
 off, log level warning, ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`` for every server; server
@@ -68,10 +69,12 @@ KINDS = {
     "e": "node, calculate, store=sqlite, lean path off",
     "f": "node, calculate, store=memory, lean path off",
     "g": "bare SDK echo, InMemoryTaskStore, node's SDK tuning",
+    "h": "node, calculate, store=memory, metrics off",
 }
 #: (top, bottom, target ratio of req/s) — issue 13: lean durable ≥ 2.5× the bare SDK in memory,
 #: the SDK path (lean off, durable) ≥ 0.95×; the durable node ≥ 5× the SDK's own SQLite store.
-TARGETS = (("c", "a", 2.5), ("e", "a", 0.95), ("c", "d", 5.0))
+#: Issue 12: metrics on (b, the default) cost at most 3 % against metrics off (h).
+TARGETS = (("c", "a", 2.5), ("e", "a", 0.95), ("c", "d", 5.0), ("b", "h", 0.97))
 #: p99 ≤ this × p50 for these servers (issue 13: the durable lean path).
 TAIL_TARGETS = {"c": 2.0}
 RSS_TARGET_MB = 120.0
@@ -166,8 +169,11 @@ def sdk_app(store_kind: str, data_dir: Path, port: int, tuned: bool = False) -> 
     )
 
 
-def node_app(store_kind: str, data_dir: Path, port: int, lean: bool = True) -> Any:
-    """Our node with only the built-in ``calculate`` tool; ``lean`` is ``server.lean_path``."""
+def node_app(
+    store_kind: str, data_dir: Path, port: int, lean: bool = True, metrics: bool = True
+) -> Any:
+    """Our node with only the built-in ``calculate`` tool; ``lean`` is ``server.lean_path``,
+    ``metrics`` is ``server.metrics``."""
     from node.card import parse_card
     from node.server.app import build_node_app
 
@@ -177,7 +183,7 @@ def node_app(store_kind: str, data_dir: Path, port: int, lean: bool = True) -> A
             "name": "Bench Node",
             "description": "Throughput benchmark node with one trivial tool.",
             "tools": ["calculate"],
-            "server": {"lean_path": lean},
+            "server": {"lean_path": lean, "metrics": metrics},
         }
     )
     return build_node_app(
@@ -193,6 +199,7 @@ SERVERS: dict[str, Callable[[Path, int], Any]] = {
     "e": lambda d, p: node_app("sqlite", d, p, lean=False),
     "f": lambda d, p: node_app("memory", d, p, lean=False),
     "g": lambda d, p: sdk_app("memory", d, p, tuned=True),
+    "h": lambda d, p: node_app("memory", d, p, metrics=False),
 }
 READY_PATH = {k: "/.well-known/agent-card.json" for k in ("a", "d", "g")}
 
@@ -251,7 +258,15 @@ def _exp_gc_freeze(app: Any) -> None:
     gc.freeze()
 
 
+def _exp_no_call_records(app: Any) -> None:
+    """No ``a2a_node_calls`` (issue 12): tasks keep no call records, their updates no metadata."""
+    import node.executor
+
+    node.executor.calls_of = lambda updater: None  # type: ignore[assignment]
+
+
 EXPERIMENTS: dict[str, Callable[[Any], None]] = {
+    "no_call_records": _exp_no_call_records,
     "gc_log": _exp_gc_log,
     "gc_freeze": _exp_gc_freeze,
     "no_guards": _exp_no_guards,
@@ -264,7 +279,7 @@ def serve(kind: str, port: int, data_dir: Path) -> None:
     from node.server.serve import make_server
 
     app = SERVERS[kind](data_dir, port)
-    if kind in ("b", "c", "e", "f"):
+    if kind in ("b", "c", "e", "f", "h"):
         for name in _experiments():
             EXPERIMENTS[name](app)
     server = make_server(app, "127.0.0.1", port)

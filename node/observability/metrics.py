@@ -42,7 +42,6 @@ from a2a.types import TaskState
 from prometheus_client import (
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
 )
@@ -158,7 +157,7 @@ class _TaskRun:
         self._start = 0.0
 
     def __enter__(self) -> None:
-        self._metrics._in_flight.inc()
+        self._metrics.in_flight += 1
         self._start = perf_counter()
 
     def __exit__(
@@ -168,7 +167,7 @@ class _TaskRun:
         tb: TracebackType | None,
     ) -> None:
         metrics, updater = self._metrics, self._updater
-        metrics._in_flight.dec()
+        metrics.in_flight -= 1
         refused = getattr(updater, "refused", None)
         if refused is not None:
             metrics.tool_call(refused[0], refused[1], 0.0)
@@ -242,8 +241,13 @@ class _ScrapeTime(Collector):
         self.circuits: Callable[[], Mapping[str, str]] | None = None
         self.push: PushCounts | None = None
         self.health: Callable[[], Mapping[str, int]] | None = None
+        self.in_flight: Callable[[], int] | None = None
 
     def collect(self) -> Iterable[Metric]:
+        if self.in_flight is not None:
+            yield GaugeMetricFamily(
+                "a2a_node_tasks_in_flight", "Tasks running now.", value=self.in_flight()
+            )
         if self.circuits is not None:
             gauge = GaugeMetricFamily(
                 "a2a_node_peer_circuit_state",
@@ -318,7 +322,8 @@ class NodeMetrics(_Metrics):
             "a2a_node_task_duration_seconds", "Task run, start to final state.", ["skill"],
             registry=r, buckets=TIME_BUCKETS,
         )  # fmt: skip
-        self._in_flight = Gauge("a2a_node_tasks_in_flight", "Tasks running now.", registry=r)
+        self.in_flight = 0  # a plain int (one event loop writes it), read when scraped
+        self._scraped.in_flight = lambda: self.in_flight
         self._tool_calls = Counter(
             "a2a_node_tool_calls", "Tool calls by outcome.", ["tool", "outcome"], registry=r
         )

@@ -37,6 +37,7 @@ from node.registry.service import (
 
 log = logging.getLogger(__name__)
 
+_IMPORTED = {"registered": "created", "unchanged": "updated", "error": "refused"}
 LIST_PARAMS = ("skill", "tag", "q", "healthy", "page_size", "page_token", "include_card", "scope")
 _JSON = "application/json"
 
@@ -179,7 +180,11 @@ def api_routes(
             raise BadRequest("body must contain card_urls, a non-empty list of card URLs")
         if len(urls) > (limit := registry.settings.import_max_urls):
             raise BadRequest(f"card_urls has {len(urls)} entries; at most {limit} per request")
-        return JSONResponse(import_body(await registry.register_many(urls)))
+        outcomes = await registry.register_many(urls)
+        if metrics is not None:  # each URL: registered (written), unchanged, error
+            for outcome in outcomes:
+                metrics.registration(_IMPORTED[outcome.status])
+        return JSONResponse(import_body(outcomes))
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
