@@ -5,11 +5,12 @@ holds fewer entries than asked, or always with ``scope=federated``; never with `
 Every upstream (``settings.federation.upstreams``) is then asked, concurrently, through the SSRF
 guard and with its own bearer token, for the same filters (at most ``max_results`` entries each).
 Their entries form the listing's *tail*: deduplicated by agent id and card URL (an agent listed
-here wins, then the earlier upstream), each marked ``"registry": <base URL of the registry that
-holds it>`` (kept when an upstream already marked it), filling the free places of the last local
-page and continuing on pages whose token is ``fed.<offset>``. Each upstream's answer, or
-failure, to one query is cached for ``cache_s`` (at most ``cache_entries`` answers; concurrent
-misses share one request), so paging the tail and polling cost the upstreams little.
+here wins, looked up once per set of answers; then the earlier upstream wins), each marked
+``"registry": <base URL of the registry that holds it>`` (kept when an upstream already marked
+it), filling the free places of the last local page and continuing on pages whose token is
+``fed.<offset>``. Each upstream's answer, or failure, to one query is cached for ``cache_s`` (at
+most ``cache_entries`` answers; concurrent misses share one request), so paging the tail and
+polling cost the upstreams little (an agent registered here meanwhile may show twice that long).
 
 Hops follow :mod:`node.peers.hops`: a forwarded search carries the header :data:`HOP_HEADER`,
 JSON ``{"chain": [registry instance ids], "max_hops": n, "deadline": epoch_s}``. A registry that
@@ -118,6 +119,8 @@ class Federation:
         self._monotonic = monotonic
         self._cache = _TtlCache(settings.cache_entries, settings.cache_s)
         self._inflight: dict[tuple[str, Filters], asyncio.Task[_Answer]] = {}
+        self._merges: OrderedDict[Filters, tuple[tuple[_Answer, ...], list[dict[str, Any]]]]
+        self._merges = OrderedDict()
 
     @staticmethod
     def tail_offset(page_token: str | None) -> int | None:
@@ -182,20 +185,39 @@ class Federation:
         answers = await asyncio.gather(
             *(self._answer(u, key, forward, budget) for u in self.settings.upstreams)
         )
-        merged = _merge(a.entries for a, _ in answers)
+        merged = await self._merged(key, tuple(a for a, _ in answers), is_local)
         out: list[bytes] = []
         i = offset
         while i < len(merged) and len(out) < free:
             entry = merged[i]
             i += 1
-            if entry.get("card_url") in local_card_urls or await is_local(entry["id"]):
-                continue
-            out.append(safejson.dumps(entry))
+            if entry.get("card_url") not in local_card_urls:
+                out.append(safejson.dumps(entry))
         rows = [
             {"url": u.url, "agents": len(a.entries), "cached": cached, "error": a.error}
             for u, (a, cached) in zip(self.settings.upstreams, answers, strict=True)
         ]
         return Tail(out, f"{TOKEN_PREFIX}{i}" if i < len(merged) else None, _report(rows))
+
+    async def _merged(
+        self,
+        key: Filters,
+        answers: tuple[_Answer, ...],
+        is_local: Callable[[str], Awaitable[bool]],
+    ) -> list[dict[str, Any]]:
+        """The answers merged, without the agents listed here; kept as long as the answers
+        are (so a cached answer costs no lookups here)."""
+        held = self._merges.get(key)
+        if held is not None and all(a is b for a, b in zip(held[0], answers, strict=True)):
+            return held[1]
+        merged = _merge(a.entries for a in answers)
+        here = await asyncio.gather(*(is_local(entry["id"]) for entry in merged))
+        tail = [entry for entry, local in zip(merged, here, strict=True) if not local]
+        self._merges.pop(key, None)
+        self._merges[key] = (answers, tail)
+        while len(self._merges) > self.settings.cache_entries:
+            self._merges.popitem(last=False)
+        return tail
 
     def _read_hop(self, header: str | None) -> HopState:
         limit = self.settings.max_hops
