@@ -32,7 +32,6 @@ from bench.registry_search import (  # noqa: E402
     free_port,
     run_wrk,
     start_registry,
-    stop_registry,
     wait_ready,
 )
 from node.registry import RegistrySettings  # noqa: E402
@@ -115,7 +114,9 @@ async def main() -> None:
         print(f"load average after: {os.getloadavg()[0]:.1f}")
     finally:
         for proc in procs.values():
-            stop_registry(proc)
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(timeout=60)
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await card_task
