@@ -216,6 +216,25 @@ async def test_upstream_answers_are_cached_briefly(net: Net) -> None:
     assert net.counters["b"].listings == 2
 
 
+async def test_concurrent_misses_share_one_upstream_request(net: Net) -> None:
+    await net.start("b")
+    await net.start("a", "b")
+    await net.add("b", "b1")
+    listings = await asyncio.gather(*(net.list("a") for _ in range(5)))
+    assert all(ids(listing) == ["b1"] for listing in listings)
+    assert net.counters["b"].listings == 1
+
+
+async def test_each_upstream_gives_at_most_max_results_entries(net: Net) -> None:
+    await net.start("b")
+    await net.start("a", "b", max_results=2)
+    for n in (1, 2, 3):
+        await net.add("b", f"b{n}")
+    listing = await net.list("a")
+    assert ids(listing) == ["b1", "b2"]
+    assert listing["federation"]["upstreams"][0]["agents"] == 2
+
+
 async def test_the_hop_limit_stops_forwarding(net: Net) -> None:
     await net.start("c")
     await net.start("b", "c")
