@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -57,6 +56,7 @@ UPSTREAM_PAGE_SIZE = 200  # the registry's MAX_PAGE_SIZE
 _MIN_BUDGET_S = 0.05
 _PASS_ON = 0.8
 _MAX_ERROR_CHARS = 200
+_MAX_UPSTREAM_PAGES = 20
 _MAX_HEADER_CHARS = 4096
 
 Filters = tuple[tuple[str, str], ...]
@@ -263,11 +263,12 @@ class Federation:
         error: str | None = None
         try:
             async with asyncio.timeout(budget):
-                for _ in range(math.ceil(limit / UPSTREAM_PAGE_SIZE) + 1):
+                for _ in range(_MAX_UPSTREAM_PAGES):  # pages may be short (bounded in bytes)
+                    before = len(entries)
                     next_token = await self._page(
                         upstream, params, headers, entries, partial, budget
                     )
-                    if next_token is None or len(entries) >= limit:
+                    if next_token is None or len(entries) >= limit or len(entries) == before:
                         break
                     params["page_token"] = next_token
         except TimeoutError:

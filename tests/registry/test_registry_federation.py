@@ -235,6 +235,27 @@ async def test_each_upstream_gives_at_most_max_results_entries(net: Net) -> None
     assert listing["federation"]["upstreams"][0]["agents"] == 2
 
 
+async def test_an_upstream_is_read_page_by_page_until_a_page_brings_nothing(net: Net) -> None:
+    pages = {None: (["x1"], "p2"), "p2": (["x2"], "p3"), "p3": ([], "p4"), "p4": (["x4"], None)}
+    asked: list[str | None] = []
+
+    async def listing(request: Request) -> Response:
+        token = request.query_params.get("page_token")
+        asked.append(token)
+        agents, next_token = pages[token]
+        entries = [
+            {"id": i, "card_url": f"http://127.0.0.1:9/{i}.json", "skills": []} for i in agents
+        ]
+        return JSONResponse({"agents": entries, "next_page_token": next_token})
+
+    stub = await net.stack.enter_async_context(
+        running(Starlette(routes=[Route("/v1/agents", listing)]), free_socket(), lifespan="off")
+    )
+    await net.start("a", stub)
+    assert ids(await net.list("a")) == ["x1", "x2"]
+    assert asked == [None, "p2", "p3"]
+
+
 async def test_the_hop_limit_stops_forwarding(net: Net) -> None:
     await net.start("c")
     await net.start("b", "c")
