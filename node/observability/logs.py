@@ -167,8 +167,9 @@ def handler(fmt: LogFormat, stream: Any = None) -> logging.Handler:
 def configure(level: str, fmt: LogFormat = "text", secrets: Iterable[str] = ()) -> None:
     """Route every log record of the process through one handler of ``fmt`` at ``level``.
 
-    Replaces the root logger's handlers; uvicorn's loggers lose theirs and propagate to it, so
-    its lines are formatted (and redacted) like the node's. ``secrets`` are masked from now on.
+    Replaces the root logger's handlers; uvicorn's loggers that have handlers lose them and
+    propagate to it, so its lines are formatted (and redacted) like the node's; its access log,
+    when off, stays off. ``secrets`` are masked from now on.
     """
     _secrets[:] = sorted({*_secrets, *(s for s in secrets if len(s) >= 4)}, key=len, reverse=True)
     root = logging.getLogger()
@@ -178,6 +179,7 @@ def configure(level: str, fmt: LogFormat = "text", secrets: Iterable[str] = ()) 
     root.setLevel(level.upper())
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
-        for old in list(logger.handlers):
-            logger.removeHandler(old)
-        logger.propagate = True
+        if logger.handlers:  # uvicorn's own (an access log turned off has none: it stays off)
+            for old in list(logger.handlers):
+                logger.removeHandler(old)
+            logger.propagate = True

@@ -8,6 +8,7 @@ import json
 import logging
 from pathlib import Path
 
+import uvicorn
 from opentelemetry import context as otel_context
 from opentelemetry import propagate
 
@@ -144,3 +145,17 @@ def test_serve_and_up_take_a_log_format_and_up_hands_it_to_every_node(tmp_path: 
         assert argv[argv.index("--log-format") + 1] == "json"
     plain = Network(load_spec(spec), spec_dir=spec.parent, run_dir=tmp_path)
     assert all("--log-format" not in node.child.argv for node in plain.nodes)
+
+
+def test_uvicorn_lines_go_through_the_node_handler_and_its_access_log_stays_off() -> None:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    uvicorn.Config(app=lambda: None, log_level="info", access_log=False)  # as make_server does
+    logs.configure("info", "json")
+    try:
+        assert not logging.getLogger("uvicorn").handlers
+        assert logging.getLogger("uvicorn.error").hasHandlers()  # the root's, ours
+        assert not logging.getLogger("uvicorn.access").hasHandlers()  # uvicorn then logs none
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
