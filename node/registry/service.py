@@ -35,6 +35,7 @@ import httpx
 from node.errors import RegistryError
 from node.protocol import AGENT_ID_PATTERN
 from node.registry import safejson
+from node.registry.batching import Batcher
 from node.registry.bulk import Outcome, Prepared, Unchanged, prepare, prepare_all
 from node.registry.card_cache import CardCache
 from node.registry.cards import check_card_url, check_record
@@ -53,7 +54,7 @@ from node.registry.heartbeats import HeartbeatBatch
 from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
 from node.registry.search_sql import Filter, Key
 from node.registry.settings import RegistrySettings
-from node.registry.store import AgentStore, BadRow, HeldElsewhere, Stored
+from node.registry.store import AgentStore, BadRow, Stored
 from node.tooling.guards.urls import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,9 @@ class Registry:
         self._guard = UrlGuard(allow_cidrs=list(settings.allow_cidrs))
         self.fetcher = CardFetcher(self._guard, settings)
         self._imports = asyncio.Semaphore(IMPORT_BATCHES)
+        self._registrations: Batcher[tuple[Prepared, Stored | None], tuple[AgentRecord, bool]] = (
+            Batcher(self._register_batch)
+        )
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
         self._beats = HeartbeatBatch(store, settings.heartbeat_flush)
@@ -244,7 +248,9 @@ class Registry:
         """Fetch and validate the card, then store it. Returns the record and whether it is new.
 
         The fetch waits at most ``fetch_queue_s`` for a slot (:class:`Busy`, :class:`HostBusy`);
-        a card whose stored validator still matches is not parsed (a heartbeat, nothing else)."""
+        a card whose stored validator still matches is not parsed (a heartbeat, nothing else).
+        The registrations validated meanwhile are written together (group commit), checked
+        against the rows read just before under this replica's write lock."""
         url = check_card_url(card_url)
         known = (await self._store.by_card_url([url])).get(url)
         got = await prepare(
@@ -256,34 +262,65 @@ class Registry:
         if isinstance(got, Unchanged):
             assert known is not None
             return self._again(self._fresh(known.record), self.clock(), url), False
-        info = got.info
+        return await self._registrations.submit((got, known))
+
+    async def _register_batch(
+        self, batch: list[tuple[Prepared, Stored | None]]
+    ) -> list[tuple[AgentRecord, bool] | RegistryError]:
+        """Store the registrations made meanwhile (:class:`Batcher`): their holders read in one
+        query, the new and changed cards written in one transaction."""
         async with self._write:
             now = self.clock()
-            holder = await self._holder(info.agent_id)
-            if holder is not None and self._is_evicted(holder, now):
+            holders = await self._store.get({g.info.agent_id for g, _ in batch}, with_card=True)
+            records: dict[str, AgentRecord] = {}
+            out: list[tuple[AgentRecord, bool] | RegistryError] = []
+            for got, known in batch:
+                try:
+                    out.append(self._register_one(got, known, holders, records, now))
+                except RegistryError as exc:
+                    out.append(exc)
+            await self._store.save_many(list(records.values()))
+        for result in out:
+            if isinstance(result, tuple) and result[0].id in records:
+                log.info("registered agent %s from %s", result[0].id, result[0].card_url)
+        return out
+
+    def _register_one(
+        self,
+        got: Prepared,
+        known: Stored | None,
+        holders: dict[str, Stored | BadRow],
+        batch: dict[str, AgentRecord],
+        now: float,
+    ) -> tuple[AgentRecord, bool]:
+        """One registration of a batch: the record to store (added to ``batch``) and whether it
+        is new (no live entry had its card URL: ``known``), or a heartbeat when the same card is
+        registered again (from any URL)."""
+        info, url = got.info, got.url
+        found = holders.get(info.agent_id)
+        holder = batch.get(info.agent_id)  # registered earlier in this batch
+        if holder is None and isinstance(found, Stored) and found.served:
+            holder = self._fresh(found.record)
+            if self._is_evicted(holder, now):
                 holder = None
-            if (
-                holder is not None
-                and holder.card == info.card
-                and holder.card_etag == got.validator
-            ):
-                return self._again(holder, now, url), False
-            if holder is not None and holder.card_url != url:
-                raise self._conflict(info.agent_id, holder.card_url)
-            record = self._record(got, now, now)
-            if (reason := self.unservable(record)) is not None:
-                raise InvalidCard(f"the card cannot be served: {reason}")
-            try:
-                record, created = await self._store.save(
-                    record, live_after=now - self.settings.evict_after
-                )
-            except HeldElsewhere as exc:  # registered through another replica
-                holder = await self._holder(info.agent_id)
-                if holder is not None and holder.card == info.card:
-                    return self._again(holder, now, url), False
-                raise self._conflict(info.agent_id, exc.card_url) from None
-        log.info("registered agent %s from %s", record.id, url)
-        return record, created
+        if (
+            holder is not None
+            and holder.card == info.card
+            and (holder.card_etag == got.validator or holder.card_url != url)
+        ):
+            return self._again(holder, now, url), False
+        if holder is not None and holder.card_url != url:
+            raise self._conflict(info.agent_id, holder.card_url)
+        since = known.record if known is not None and known.served else None
+        if since is not None and self._is_evicted(self._fresh(since), now):
+            since = None
+        if holder is not None and holder.card_url == url:
+            since = holder
+        record = self._record(got, since.registered_at if since else now, now)
+        if (reason := self.unservable(record)) is not None:
+            raise InvalidCard(f"the card cannot be served: {reason}")
+        batch[record.id] = record
+        return record, since is None
 
     async def register_many(self, card_urls: list[object]) -> list[Outcome]:
         """Register a batch (``POST /v1/agents:import``): every URL fetched within the fetcher's
