@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from node.registry import RegistrySettings, build_registry_app, bulk
-from tests.registry.conftest import MakeClient, _agent_card
+from tests.registry.conftest import MakeClient, _agent_card, in_process
 from tests.servers import free_socket, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,3 +273,24 @@ async def test_cli_import_reports_bad_lines_and_registers_the_rest(
         out, err = await asyncio.wait_for(process.communicate("\n".join(good).encode()), 60)
         assert process.returncode == 0, (out, err)
         assert "25 card URLs: 0 registered, 25 unchanged, 0 failed" in out.decode()
+
+
+async def test_concurrent_registrations_are_written_together(
+    settings: RegistrySettings, cards: Cards
+) -> None:
+    app = build_registry_app(RegistrySettings(**{**settings.model_dump(), "fetch_per_host": 40}))
+    async with in_process(app) as client:
+        registry = app.state.registry
+        before = registry.write_transactions
+        posts = [
+            asyncio.create_task(
+                client.post("/v1/agents", json={"card_url": cards.url("hold", f"g{i}")})
+            )
+            for i in range(30)
+        ]
+        while cards.in_flight < 30:  # every fetch open, then all answered at once
+            await asyncio.sleep(0.01)
+        cards.release.set()
+        assert [r.status_code for r in await asyncio.gather(*posts)] == [201] * 30
+        assert registry.write_transactions - before <= 10  # group commit, not one each
+        assert len(await _ids(client)) == 30
