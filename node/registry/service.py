@@ -142,6 +142,7 @@ class Registry:
         self._guard = UrlGuard(allow_cidrs=list(settings.allow_cidrs))
         self.fetcher = CardFetcher(self._guard, settings)
         self._imports = asyncio.Semaphore(IMPORT_BATCHES)
+        self._lookups: Batcher[str, Stored | None] = Batcher(self._lookup_many)
         self._registrations: Batcher[tuple[Prepared, Stored | None], tuple[AgentRecord, bool]] = (
             Batcher(self._register_batch)
         )
@@ -252,7 +253,7 @@ class Registry:
         The registrations validated meanwhile are written together (group commit), checked
         against the rows read just before under this replica's write lock."""
         url = check_card_url(card_url)
-        known = (await self._store.by_card_url([url])).get(url)
+        known = await self._lookups.submit(url)
         got = await prepare(
             self.fetcher,
             url,
@@ -263,6 +264,12 @@ class Registry:
             assert known is not None
             return self._again(self._fresh(known.record), self.clock(), url), False
         return await self._registrations.submit((got, known))
+
+    async def _lookup_many(self, urls: list[str]) -> list[Stored | None]:
+        """The rows registered from ``urls``, read together for the registrations arriving
+        meanwhile (one query instead of one each, and no burst of database connections)."""
+        found = await self._store.by_card_url(urls)
+        return [found.get(url) for url in urls]
 
     async def _register_batch(
         self, batch: list[tuple[Prepared, Stored | None]]
