@@ -7,7 +7,7 @@ Run:
 ``bench/node_throughput.py`` compares a node with metrics on (b) and off (h) end to end, but on a
 shared, loaded machine its rounds vary by more than the 3 % budget of issue 12. This script times
 exactly the hooks one task of that benchmark runs (a lean-path ``calculate`` call): the executor's
-two ``note_skill`` calls and ``requested_skill``, ``task_run`` around the run (in-flight gauge up
+two ``note_skill`` calls and ``requested_skill``, ``task_run`` around the run (tasks in flight up
 and down, the task counter and duration histogram by skill and state), and the runner's
 ``tool_call`` (counter and histogram) — against the same calls with metrics off. It prints CPU
 microseconds per task (best of ``--repeat``); divide by the server CPU ms per request of

@@ -333,3 +333,21 @@ async def test_registry_metrics_follow_the_read_token_and_can_be_turned_off(tmp_
         build_registry_app(await registry_settings(tmp_path, metrics=False))
     ) as client:
         assert (await client.get("/metrics")).status_code == 404
+
+
+def test_histograms_count_each_observation_in_the_buckets_prometheus_expects():
+    metrics = NodeMetrics(is_skill=lambda _: False, is_tool=lambda name: name == "t")
+    for seconds in (0.001, 0.0011, 0.3, 100.0):
+        metrics.tool_call("t", None, seconds)
+    samples = parse(metrics.exposition().decode())
+    bucket = "a2a_node_tool_call_duration_seconds_bucket"
+    assert value(samples, bucket, tool="t", le="0.001") == 1  # "le": a bound holds its value
+    assert value(samples, bucket, tool="t", le="0.0025") == 2  # cumulative
+    assert value(samples, bucket, tool="t", le="0.5") == 3
+    assert value(samples, bucket, tool="t", le="60.0") == 3
+    assert value(samples, bucket, tool="t", le="+Inf") == 4
+    assert value(samples, "a2a_node_tool_call_duration_seconds_count", tool="t") == 4
+    assert value(samples, "a2a_node_tool_call_duration_seconds_sum", tool="t") == pytest.approx(
+        100.3021
+    )
+    assert value(samples, "a2a_node_tool_calls_total", tool="t", outcome="ok") == 4
