@@ -11,7 +11,9 @@ heartbeat period, 200 heartbeats/s; ``--replicas 2`` spreads them over two regis
    is measured), ``--fill http`` registers each through ``POST /v1/agents`` (the registry
    fetches each card).
 3. Sends each agent's ``PUT /v1/agents/{id}/heartbeat`` once per period, spread evenly (an open
-   loop: a slow answer does not delay the next heartbeat), and reports heartbeat p50/p99/max and
+   loop: a slow answer does not delay the next heartbeat; at most ``--connections`` open per
+   replica, and a heartbeat's latency counts from its due time, so waiting for a connection
+   counts), and reports heartbeat p50/p99/max and
    the database's committed transactions/s (``pg_stat_database.xact_commit`` delta over the
    phase for the bench's own database: writes and reads alike, so an upper bound on writes).
 """
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from registry_scale import Population, fill_store, fresh_database  # noqa: E402
-from registry_search import card_app, free_port, start_registry, wait_ready  # noqa: E402
+from registry_search import card_app, free_port, start_registry, stop_registry, wait_ready  # noqa: E402
 
 from node.registry import RegistrySettings  # noqa: E402
 
@@ -78,13 +79,18 @@ class Connections:
     httpx costs ~1 ms of CPU per request, which on a busy 2-core machine slows the sender more
     than the registry)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, limit: int) -> None:
         u = httpx.URL(url)
         self.host, self.port = u.host, u.port or 80
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.slots = asyncio.Semaphore(limit)  # open connections at most (a request waits)
 
     async def put(self, path: str) -> int:
         """PUT ``path``; a kept-alive connection the server closed meanwhile is replaced once."""
+        async with self.slots:
+            return await self._send(path)
+
+    async def _send(self, path: str) -> int:
         while self.idle:
             reader, writer = self.idle.pop()
             try:
@@ -116,12 +122,13 @@ class Connections:
 
 
 async def heartbeats(
-    urls: list[str], ids: list[str], period: float, duration: float
+    urls: list[str], ids: list[str], period: float, duration: float, connections: int
 ) -> tuple[list[float], Counter[str]]:
-    """Latencies (ms) of every heartbeat sent during ``duration``, and the failures by kind."""
+    """Latencies (ms, from each heartbeat's due time, so waiting for a connection counts) of
+    every heartbeat sent during ``duration``, and the failures by kind."""
     times: list[float] = []
     failures: Counter[str] = Counter()
-    pools = [Connections(u) for u in urls]
+    pools = [Connections(u, connections) for u in urls]
     pending: set[asyncio.Task[None]] = set()
 
     async def beat(i: int) -> None:
@@ -166,6 +173,7 @@ async def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of heartbeats")
     parser.add_argument("--replicas", type=int, default=1, help="registry processes")
     parser.add_argument("--fill", choices=("direct", "http"), default="direct")
+    parser.add_argument("--connections", type=int, default=256, help="per replica, at most")
     args = parser.parse_args()
     base = os.environ.get("A2A_NODE_TEST_PG_URL")
     if not base:
@@ -183,7 +191,9 @@ async def main() -> None:
         urls: list[str] = []
         try:
             if args.fill == "direct":
-                seconds, ids = await fill_store(db, Population(), args.agents)
+                # stamped an hour ahead: a long fill and start-up must not evict them first
+                ahead = time.time() + 3600
+                seconds, ids = await fill_store(db, Population(), args.agents, last_seen=ahead)
                 print(f"filled {args.agents} generated agents into the store in {seconds:.1f} s")
             for _ in range(args.replicas):
                 settings = RegistrySettings(
@@ -202,15 +212,15 @@ async def main() -> None:
             print(f"the registry holds {listed} agents")
             before = await commits(db)
             t0 = time.perf_counter()
-            times, failures = await heartbeats(urls, ids, args.period, args.duration)
+            times, failures = await heartbeats(
+                urls, ids, args.period, args.duration, args.connections
+            )
             elapsed = time.perf_counter() - t0
             await asyncio.sleep(1.5)  # let the last batch and the statistics land
             after = await commits(db)
         finally:
             for registry in registries:
-                registry.send_signal(signal.SIGTERM)
-            for registry in registries:
-                registry.wait(timeout=30)
+                stop_registry(registry)
             card_server.should_exit = True
             await card_task
     times.sort()

@@ -141,7 +141,17 @@ def start_registry(settings: RegistrySettings) -> subprocess.Popen[bytes]:
     )
 
 
-async def wait_ready(url: str, timeout_s: float = 30) -> None:
+def stop_registry(registry: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not stopped within a minute (e.g. still loading)."""
+    registry.send_signal(signal.SIGTERM)
+    try:
+        registry.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        registry.kill()
+        registry.wait()
+
+
+async def wait_ready(url: str, timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient() as http:
         while True:
@@ -200,6 +210,7 @@ def run_wrk(url: str, paths: list[str], *, connections: int, duration: int) -> d
         value, unit = re.search(rf"\s{pct}%\s+([\d.]+)(us|ms|s)\b", out).groups()  # type: ignore[union-attr]
         result[f"p{pct}"] = float(value) * _UNITS[unit]
     result["errors"] = sum(int(n) for n in errors.groups()) if errors else 0
+    result["requests"] = int(check[1])
     return result
 
 
@@ -279,8 +290,7 @@ async def main() -> None:
                     f"p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms"
                 )
         finally:
-            registry.send_signal(signal.SIGTERM)
-            registry.wait(timeout=30)
+            stop_registry(registry)
             card_server.should_exit = True
             await card_task
 
