@@ -119,6 +119,7 @@ class Federation:
         self._monotonic = monotonic
         self._cache = _TtlCache(settings.cache_entries, settings.cache_s)
         self._inflight: dict[tuple[str, Filters], asyncio.Task[_Answer]] = {}
+        self._failing: set[str] = set()  # upstream URLs whose last answer was a failure
         self._merges: OrderedDict[Filters, tuple[tuple[_Answer, ...], list[dict[str, Any]]]]
         self._merges = OrderedDict()
 
@@ -277,7 +278,12 @@ class Federation:
             error = str(exc)
         if error is not None:
             error = error[:_MAX_ERROR_CHARS]
-            log.warning("upstream registry %s: %s", upstream.url, error)
+            if upstream.url not in self._failing:  # logged when it starts failing, not per query
+                self._failing.add(upstream.url)
+                log.warning("upstream registry %s fails: %s", upstream.url, error)
+        elif upstream.url in self._failing:
+            self._failing.discard(upstream.url)
+            log.info("upstream registry %s answers again", upstream.url)
         return _Answer(tuple(entries[:limit]), error, any(partial))
 
     async def _page(

@@ -200,6 +200,19 @@ async def test_an_upstream_that_is_down_costs_local_results_nothing(net: Net) ->
     dead.close()
 
 
+async def test_a_failing_upstream_is_logged_once_not_once_per_query(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = free_socket()
+    await net.start("a", url_of(dead))
+    with caplog.at_level(logging.WARNING, logger="node.registry.federation"):
+        for text in ("one", "two", "three"):
+            assert "failed" in (await net.list("a", q=text))["federation"]["upstreams"][0]["error"]
+    warnings = [r for r in caplog.records if r.name == "node.registry.federation"]
+    assert len(warnings) == 1 and url_of(dead) in warnings[0].getMessage()
+    dead.close()
+
+
 async def test_upstream_answers_are_cached_briefly(net: Net) -> None:
     await net.start("b")
     await net.start("a", "b", cache_s=0.3)
