@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from node.registry import RegistrySettings, build_registry_app, bulk
-from tests.registry.conftest import MakeClient, _agent_card, in_process
+from tests.registry.conftest import FakeClock, MakeClient, _agent_card, in_process
 from tests.servers import free_socket, running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,3 +294,23 @@ async def test_concurrent_registrations_are_written_together(
         assert [r.status_code for r in await asyncio.gather(*posts)] == [201] * 30
         assert registry.write_transactions - before <= 10  # group commit, not one each
         assert len(await _ids(client)) == 30
+
+
+async def test_imported_agents_follow_ttl_and_eviction(
+    client: httpx.AsyncClient, cards: Cards, clock: FakeClock
+) -> None:
+    urls = [cards.url("e", "t1"), cards.url("p", "t2")]
+    assert (await _import(client, urls))["registered"] == 2
+    clock.advance(31)  # past the TTL (30 s): listed as unhealthy
+    listed = (await client.get("/v1/agents?healthy=false")).json()["agents"]
+    assert {a["id"] for a in listed} == {"agent-t1", "agent-t2"}
+    # Imported again, unchanged: a heartbeat, healthy again.
+    assert (await _import(client, urls))["unchanged"] == 2
+    for agent_id in ("agent-t1", "agent-t2"):
+        assert (await client.get(f"/v1/agents/{agent_id}")).json()["healthy"] is True
+    clock.advance(91)  # past evict_after (3 * TTL): gone
+    await client.get("/v1/agents")  # a read sweeps when the sweep interval has passed
+    assert (await client.get("/v1/agents/agent-t1")).status_code == 404
+    assert await _ids(client) == set()
+    body = await _import(client, urls)  # registered anew, fetched whole (no stale validator)
+    assert body["registered"] == 2 and await _ids(client) == {"agent-t1", "agent-t2"}
