@@ -1,4 +1,4 @@
-"""The registry's tables, and what each agent row is indexed by for search.
+r"""The registry's tables, and what each agent row is indexed by for search.
 
 ``registry_agents`` holds one row per agent; besides what the API serves, each row written by
 the registry carries what searches use (:mod:`node.registry.search_sql` queries it):
@@ -13,9 +13,14 @@ the registry carries what searches use (:mod:`node.registry.search_sql` queries 
   order and stops after one page. (A GIN index over arrays answers the same filter with an
   unordered bitmap, so every page would first sort all of its matches.) Deleting an agent
   deletes its terms (``ON DELETE CASCADE``), so the sweep stays one statement.
-- ``search_text``: the casefolded name, description, skill ids, names, descriptions and tags,
-  matched as a case-insensitive substring (as the registry always did) through a trigram index:
-  ``pg_trgm``'s GIN on PostgreSQL, an FTS5 ``trigram`` table kept by triggers on SQLite.
+- ``words``: the words (``\w+``, casefolded, each once) of the name, description and skills'
+  ids, names, descriptions and tags, split here in Python so both engines hold the very same
+  words: free text matches when every word of the query begins a word of the agent (a GIN index
+  over ``array_to_tsvector`` of them on PostgreSQL, an FTS5 ``unicode61`` table on SQLite).
+  Partial names: a query of three characters or more also matches inside ``name_key``, through a
+  trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). The FTS5 tables hold a row
+  exactly while its ``name_key`` is set; the store writes them in the same statements as the
+  rows (set-based, never a trigger per row).
 - ``rev``: a new random value at every write of the row; the card cache's key, so a cached card
   is never stale and needs no invalidation.
 
@@ -24,6 +29,8 @@ SQLite's default), so both give the same pages.
 """
 
 from __future__ import annotations
+
+import re
 
 from sqlalchemy import (
     JSON,
@@ -43,8 +50,6 @@ from node.registry.records import AgentRecord
 
 NAME_KEY_CHARS = 128
 """The casefolded name is cut here in the sort key (index rows stay small)."""
-SEPARATOR = "\x1f"
-"""Between the fields of ``search_text``; a needle holding it matches nothing."""
 SKILL, TAG = "s", "t"
 
 
@@ -68,7 +73,7 @@ agents = Table(
     Column("card_etag", Text),
     Column("rev", String(32)),
     Column("name_key", _bytewise()),
-    Column("search_text", Text),
+    Column("words", Text),
 )
 terms = Table(
     "registry_terms",
@@ -84,42 +89,52 @@ INDEXES = (
     Index("registry_agents_order", agents.c.name_key, agents.c.id),
     Index("registry_terms_agent", terms.c.agent_id),
 )
-ADDED_COLUMNS = ("card_etag", "rev", "name_key", "search_text")
+ADDED_COLUMNS = ("card_etag", "rev", "name_key", "words")
 """Columns newer than the first schema, added to an older table at start."""
 
 SQLITE_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS registry_fts USING fts5(search_text, "
-    "content='registry_agents', content_rowid='rowid', tokenize='trigram case_sensitive 1')",
-    "CREATE TRIGGER IF NOT EXISTS registry_fts_insert AFTER INSERT ON registry_agents "
-    "WHEN new.search_text IS NOT NULL BEGIN "
-    "INSERT INTO registry_fts(rowid, search_text) VALUES (new.rowid, new.search_text); END",
-    "CREATE TRIGGER IF NOT EXISTS registry_fts_delete AFTER DELETE ON registry_agents "
-    "WHEN old.search_text IS NOT NULL BEGIN INSERT INTO registry_fts(registry_fts, rowid, "
-    "search_text) VALUES ('delete', old.rowid, old.search_text); END",
-    "CREATE TRIGGER IF NOT EXISTS registry_fts_update AFTER UPDATE OF search_text "
-    "ON registry_agents BEGIN "
-    "INSERT INTO registry_fts(registry_fts, rowid, search_text) "
-    "SELECT 'delete', old.rowid, old.search_text WHERE old.search_text IS NOT NULL; "
-    "INSERT INTO registry_fts(rowid, search_text) "
-    "SELECT new.rowid, new.search_text WHERE new.search_text IS NOT NULL; END",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS registry_words USING fts5(words, content="
+    "'registry_agents', content_rowid='rowid', "
+    "tokenize=\"unicode61 remove_diacritics 0 tokenchars '_'\")",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS registry_names USING fts5(name_key, content="
+    "'registry_agents', content_rowid='rowid', tokenize='trigram case_sensitive 1')",
+    "DROP TRIGGER IF EXISTS registry_fts_insert",  # an earlier layout, kept by triggers
+    "DROP TRIGGER IF EXISTS registry_fts_delete",
+    "DROP TRIGGER IF EXISTS registry_fts_update",
+    "DROP TABLE IF EXISTS registry_fts",
 )
-"""The FTS5 trigram index of ``search_text`` (an external-content table kept by triggers)."""
+"""SQLite's word and name indexes: external-content FTS5 tables over ``registry_agents``."""
+FTS_TABLES = {"registry_words": "words", "registry_names": "name_key"}
+PG_WORDS = "array_to_tsvector(string_to_array(words, ' '))"
+"""The words as a ``tsvector`` taken verbatim (no parser, no stemming); indexed as written."""
+PG_WORDS_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS registry_agents_words ON registry_agents USING gin ({PG_WORDS})"
+)
 PG_TRIGRAM_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
-PG_TRIGRAM_INDEX = (
-    "CREATE INDEX IF NOT EXISTS registry_agents_text ON registry_agents "
-    "USING gin (search_text gin_trgm_ops)"
+PG_NAMES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS registry_agents_names ON registry_agents "
+    "USING gin (name_key gin_trgm_ops)"
 )
+WORD = re.compile(r"\w+")
+MAX_WORD_CHARS = 100
+"""Longer "words" (hashes, base64) are not indexed."""
 
 
 def name_key(name: str) -> str:
     return name.casefold()[:NAME_KEY_CHARS]
 
 
-def search_text(record: AgentRecord) -> str:
+def words(record: AgentRecord) -> str:
+    """The agent's words, each once, separated by spaces (see ``words`` above)."""
     parts = [record.name, record.description]
     for s in record.skills:
         parts.extend((s.id, s.name, s.description, *s.tags))
-    return SEPARATOR.join(p.replace(SEPARATOR, " ") for p in parts).casefold()
+    return " ".join(dict.fromkeys(query_words(" ".join(parts))))
+
+
+def query_words(text: str) -> list[str]:
+    """The words of ``text`` as they are indexed (casefolded ``\\w+`` runs)."""
+    return [w for w in WORD.findall(text.casefold()) if len(w) <= MAX_WORD_CHARS]
 
 
 def term_rows(record: AgentRecord) -> list[dict[str, str]]:

@@ -1,9 +1,17 @@
-"""One registry search as one SQL statement over the indexes of :mod:`node.registry.schema`.
+"""One registry search as SQL over the indexes of :mod:`node.registry.schema`.
 
-A skill or tag filter drives the query from ``registry_terms`` (walking its B-tree in page
-order); otherwise the ``(name_key, id)`` index does. Free text adds a trigram-indexed substring
-match; health and eviction are conditions on ``last_seen``. The cursor is the last row's
-``(name_key, id)``; a page asks for one row more than it shows, to know whether another follows.
+Rows come in page order, ``(name_key, id)``, after the cursor (the last row's key); a page asks
+for one row more than it shows, to know whether another follows. A skill or tag filter drives
+the query from ``registry_terms`` (its B-tree is in page order); otherwise the order index does.
+Health and eviction are conditions on ``last_seen``.
+
+Free text (``q``) matches when every word of it begins a word of the agent, or when ``q`` (three
+characters or more) is part of the name. A query for a common word would make an index lookup
+return much of the table, only to sort it for one page; so a text search first walks a window
+of :data:`WINDOW` rows in page order, checking each row's own words (:func:`page_statement` with
+``window``). If the page fills inside the window it is the answer; only a rarer text then asks
+the word and name indexes (``window=None``), whose few matches are cheap to sort. Both checks
+mean the same thing, so the two plans give the same rows.
 """
 
 from __future__ import annotations
@@ -11,12 +19,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, false, func, literal_column, select, text, tuple_
+from sqlalchemy import (
+    Select,
+    and_,
+    cast,
+    exists,
+    false,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.sql.elements import ColumnElement
 
-from node.registry.schema import SEPARATOR, SKILL, TAG, agents, terms
+from node.registry.schema import PG_WORDS, SKILL, TAG, agents, query_words, terms
 
 Key = tuple[str, str]
+WINDOW = 2000
+"""Rows a text search walks in page order before it asks the text indexes instead."""
+MIN_NAME_PART = 3
+"""Shortest ``q`` also matched inside names (the trigram indexes hold nothing shorter)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +58,27 @@ class Filter:
     after: Key | None = None
     limit: int = 50
 
+    @property
+    def windowed(self) -> bool:
+        """Whether :func:`page_statement` tries a window first (text alone drives the search)."""
+        return self.q is not None and self.skill is None and self.tag is None
 
-def page_statement(f: Filter, columns: list[Any], dialect: str) -> Select[Any]:
-    """``SELECT columns, page_key`` (the row's ``name_key``) of up to ``limit`` rows, in page
-    order; ``columns`` are expressions over ``registry_agents``."""
+
+def page_statement(
+    f: Filter, columns: list[Any], dialect: str, *, window: int | None = None
+) -> Select[Any]:
+    """``SELECT columns, page_key`` (the row's ``name_key``) of up to ``limit`` rows in page
+    order; ``columns`` are expressions over ``registry_agents``. With ``window``, only the next
+    ``window`` served rows after the cursor are considered (see the module's docstring)."""
     a = agents.c
-    driver = None
     where: list[ColumnElement[bool]] = [a.last_seen >= f.seen_after]
+    if f.healthy is not None:
+        where.append(a.last_seen >= f.healthy_after if f.healthy else a.last_seen < f.healthy_after)
+    if f.q is not None:
+        where.append(_row_matches(f.q, dialect))
+        if window is None and f.windowed:
+            where.append(_indexed_matches(f.q, dialect))
+    driver = None
     for kind, term in ((SKILL, f.skill), (TAG, f.tag)):
         if term is None:
             continue
@@ -52,35 +92,65 @@ def page_statement(f: Filter, columns: list[Any], dialect: str) -> Select[Any]:
             )
     if driver is not None:
         order = (driver.c.name_key, driver.c.agent_id)
+        statement = select(*columns, order[0].label("page_key")).select_from(
+            driver.join(agents, a.id == driver.c.agent_id)
+        )
     else:
         order = (a.name_key, a.id)
         where.append(a.name_key.is_not(None))
     if f.after is not None:
         where.append(tuple_(*order) > tuple_(*f.after))
-    if f.healthy is not None:
-        where.append(a.last_seen >= f.healthy_after if f.healthy else a.last_seen < f.healthy_after)
-    if f.q is not None:
-        where.append(text_match(f.q.casefold(), dialect))
-    statement = select(*columns, order[0].label("page_key"))
-    if driver is not None:
-        statement = statement.select_from(driver.join(agents, a.id == driver.c.agent_id))
+    if driver is None and window is not None:
+        ahead: list[ColumnElement[bool]] = [a.name_key.is_not(None)]
+        if f.after is not None:
+            ahead.append(tuple_(*order) > tuple_(*f.after))
+        rows = select(a.id).where(*ahead).order_by(*order).limit(window).subquery("ahead")
+        where.append(a.id.in_(select(rows.c.id)))
+    if driver is None:
+        statement = select(*columns, order[0].label("page_key"))
     return statement.where(and_(*where)).order_by(*order).limit(f.limit)
 
 
-def text_match(needle: str, dialect: str) -> ColumnElement[bool]:
-    """``search_text`` contains ``needle`` (already casefolded), through the trigram index."""
+def _row_matches(q: str, dialect: str) -> ColumnElement[bool]:
+    """The row's own words and name match ``q`` (checked row by row)."""
     a = agents.c
-    if SEPARATOR in needle:
+    contains = func.strpos if dialect == "postgresql" else func.instr
+    spaced = literal(" ") + a.words
+    every = [contains(spaced, " " + w) > 0 for w in query_words(q)]
+    either: list[ColumnElement[bool]] = [and_(*every)] if every else []
+    if len(q) >= MIN_NAME_PART:
+        either.append(contains(a.name_key, q.casefold()) > 0)
+    return or_(*either) if either else false()
+
+
+def _indexed_matches(q: str, dialect: str) -> ColumnElement[bool]:
+    """The same as :func:`_row_matches`, through the word and name indexes."""
+    words, needle = query_words(q), q.casefold()
+    if dialect == "postgresql":
+        either: list[ColumnElement[bool]] = []
+        if words:
+            query = " & ".join(_lexeme(w) + ":*" for w in words)
+            either.append(literal_column(PG_WORDS).bool_op("@@")(cast(query, TSQUERY)))
+        if len(q) >= MIN_NAME_PART:
+            escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            either.append(agents.c.name_key.like(f"%{escaped}%", escape="\\"))
+        return or_(*either) if either else false()
+    parts, params = [], {}
+    if words:
+        parts.append("SELECT rowid FROM registry_words WHERE registry_words MATCH :words")
+        params["words"] = " AND ".join(_phrase(w) + "*" for w in words)
+    if len(q) >= MIN_NAME_PART:
+        parts.append("SELECT rowid FROM registry_names WHERE registry_names MATCH :name")
+        params["name"] = _phrase(needle)
+    if not parts:
         return false()
-    if dialect == "postgresql":  # pg_trgm's GIN index serves LIKE '%needle%'
-        escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return a.search_text.like(f"%{escaped}%", escape="\\")
-    found = func.instr(a.search_text, needle) > 0
-    if len(needle) < 3:  # no trigram in it: checked row by row
-        return found
-    candidates = text("SELECT rowid FROM registry_fts WHERE registry_fts MATCH :phrase")
-    phrase = '"' + needle.replace('"', '""') + '"'
-    return and_(
-        literal_column("registry_agents.rowid").in_(candidates.bindparams(phrase=phrase)),
-        found,  # the row's own text decides, should the FTS table ever disagree with it
-    )
+    rowids = text(" UNION ".join(parts)).bindparams(**params).columns(literal_column("rowid"))
+    return literal_column("registry_agents.rowid").in_(rowids)
+
+
+def _lexeme(word: str) -> str:
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _phrase(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'

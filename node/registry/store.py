@@ -32,11 +32,16 @@ from sqlalchemy import (
     Float,
     LargeBinary,
     cast,
+    column,
     delete,
     event,
     func,
+    insert,
     inspect,
+    literal,
+    literal_column,
     select,
+    table,
     text,
     type_coerce,
     update,
@@ -52,18 +57,20 @@ from node.registry import safejson
 from node.registry.records import AgentRecord, Skill
 from node.registry.schema import (
     ADDED_COLUMNS,
+    FTS_TABLES,
     INDEXES,
+    PG_NAMES_INDEX,
     PG_TRIGRAM_EXTENSION,
-    PG_TRIGRAM_INDEX,
+    PG_WORDS_INDEX,
     SQLITE_DDL,
     agents,
     metadata,
     name_key,
-    search_text,
     term_rows,
     terms,
+    words,
 )
-from node.registry.search_sql import Filter, Key, page_statement
+from node.registry.search_sql import WINDOW, Filter, Key, page_statement
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +90,7 @@ _BEAT_SQL = {
         "FROM json_each(:beats)) AS b WHERE registry_agents.id = b.id"
     ),
 }
-_LIGHT = [c for c in agents.columns if c.name not in ("card", "search_text")]
+_LIGHT = [c for c in agents.columns if c.name not in ("card", "words")]
 """What a listing, a heartbeat or a search reads of a row: everything but the card."""
 
 
@@ -175,6 +182,7 @@ class AgentStore:
                 for statement in SQLITE_DDL:
                     await conn.execute(text(statement))
             else:
+                await conn.execute(text(PG_WORDS_INDEX))
                 self.trigram = await _trigram_index(conn)
 
     async def close(self) -> None:
@@ -240,9 +248,14 @@ class AgentStore:
     async def search(self, f: Filter) -> list[tuple[Key, Stored | BadRow]]:
         """One page of served rows (without cards) in page order, each with its cursor key."""
         engine = self._eng()
-        statement = page_statement(f, self._columns(False), engine.dialect.name)
+        columns, dialect = self._columns(False), engine.dialect.name
         async with _translated("search agents"), engine.connect() as conn:
-            rows = (await conn.execute(statement)).all()
+            rows: Sequence[Any] = []
+            if f.windowed:  # a common text fills its page within the next rows in order
+                windowed = page_statement(f, columns, dialect, window=WINDOW)
+                rows = (await conn.execute(windowed)).all()
+            if len(rows) < f.limit:
+                rows = (await conn.execute(page_statement(f, columns, dialect))).all()
         out: list[tuple[Key, Stored | BadRow]] = []
         for row in rows:
             values = row._asdict()
@@ -312,7 +325,7 @@ class AgentStore:
             if previous is not None:
                 record = replace(record, registered_at=previous)
             if replaced:
-                await conn.execute(delete(agents).where(agents.c.id.in_(replaced)))
+                await self._delete(conn, agents.c.id.in_(replaced))
             await self._insert(conn, [record])
         return record, previous is None
 
@@ -325,40 +338,33 @@ class AgentStore:
             return
         async with self._writing("save agents") as conn:
             ids, urls = [r.id for r in records], [r.card_url for r in records]
-            for start in range(0, len(records), CHUNK):
-                await conn.execute(
-                    delete(agents).where(
-                        agents.c.id.in_(ids[start : start + CHUNK])
-                        | agents.c.card_url.in_(urls[start : start + CHUNK])
-                    )
-                )
+            for key, values in ((agents.c.id, ids), (agents.c.card_url, urls)):
+                for start in range(0, len(values), CHUNK):  # one index each, not an OR
+                    await self._delete(conn, key.in_(values[start : start + CHUNK]))
             await self._insert(conn, records)
 
     async def index(self, record: AgentRecord) -> None:
         """Serve a row found servable (one not written by the registry, or set aside before)."""
         async with self._writing("index an agent") as conn:
+            mine = agents.c.id == record.id
+            await self._unindex(conn, mine)
             await conn.execute(delete(terms).where(terms.c.agent_id == record.id))
             await conn.execute(
                 update(agents)
-                .where(agents.c.id == record.id)
-                .values(
-                    rev=uuid4().hex,
-                    name_key=name_key(record.name),
-                    search_text=search_text(record),
-                )
+                .where(mine)
+                .values(rev=uuid4().hex, name_key=name_key(record.name), words=words(record))
             )
             if rows := term_rows(record):
                 await conn.execute(terms.insert(), rows)
+            await self._reindex(conn, [record.id])
 
     async def set_aside(self, agent_id: str) -> None:
         """Stop serving the row (it stays, counted as unreadable, until replaced or deleted)."""
         async with self._writing("set an agent aside") as conn:
+            mine = agents.c.id == agent_id
+            await self._unindex(conn, mine)
             await conn.execute(delete(terms).where(terms.c.agent_id == agent_id))
-            await conn.execute(
-                update(agents)
-                .where(agents.c.id == agent_id)
-                .values(name_key=None, search_text=None)
-            )
+            await conn.execute(update(agents).where(mine).values(name_key=None, words=None))
 
     async def check_unserved(self, reason: Callable[[AgentRecord], str | None]) -> int:
         """Index every unserved row that decodes and for which ``reason`` gives ``None`` (rows
@@ -407,13 +413,12 @@ class AgentStore:
             return
         async with self._writing("delete agents") as conn:
             for start in range(0, len(ids), CHUNK):
-                await conn.execute(
-                    delete(agents).where(agents.c.id.in_(ids[start : start + CHUNK]))
-                )
+                await self._delete(conn, agents.c.id.in_(ids[start : start + CHUNK]))
 
     async def sweep(self, cutoff: float) -> int | None:
         """Delete every row last seen before ``cutoff`` in ONE statement (their terms follow by
-        cascade); return how many, or ``None`` when another replica is sweeping."""
+        cascade; on SQLite one more takes them out of the FTS tables first); return how many,
+        or ``None`` when another replica is sweeping."""
         engine = self._eng()
         async with _translated("sweep agents"), engine.begin() as conn:
             self.write_transactions += 1
@@ -421,8 +426,7 @@ class AgentStore:
                 text(f"SELECT pg_try_advisory_xact_lock({SWEEP_LOCK})")
             ):
                 return None
-            result = await conn.execute(delete(agents).where(agents.c.last_seen < cutoff))
-            return int(result.rowcount or 0)
+            return await self._delete(conn, agents.c.last_seen < cutoff)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -436,12 +440,41 @@ class AgentStore:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
             yield conn
 
-    @staticmethod
-    async def _insert(conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
+    async def _insert(self, conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
         await conn.execute(agents.insert(), [_to_row(r) for r in records])
         rows = [t for r in records for t in term_rows(r)]
         if rows:
             await conn.execute(terms.insert(), rows)
+        await self._reindex(conn, [r.id for r in records])
+
+    async def _delete(self, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
+        """Delete the rows ``where`` says (their terms by cascade, FTS entries first)."""
+        await self._unindex(conn, where)
+        return int((await conn.execute(delete(agents).where(where))).rowcount or 0)
+
+    async def _reindex(self, conn: AsyncConnection, ids: list[str]) -> None:
+        """Add the served rows of ``ids`` to SQLite's FTS tables (PostgreSQL's indexes follow
+        the rows by themselves)."""
+        if self.dialect != "sqlite":
+            return
+        for start in range(0, len(ids), CHUNK):
+            chunk = agents.c.id.in_(ids[start : start + CHUNK]) & agents.c.name_key.is_not(None)
+            for name, col in FTS_TABLES.items():
+                fts = table(name, column("rowid"), column(col))
+                source = select(literal_column("registry_agents.rowid"), agents.c[col])
+                await conn.execute(insert(fts).from_select(["rowid", col], source.where(chunk)))
+
+    async def _unindex(self, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
+        """Take the served rows ``where`` says out of SQLite's FTS tables (one statement each,
+        with the values they were indexed with, as external-content tables need)."""
+        if self.dialect != "sqlite":
+            return
+        for name, col in FTS_TABLES.items():
+            fts = table(name, column(name), column("rowid"), column(col))
+            source = select(
+                literal("delete"), literal_column("registry_agents.rowid"), agents.c[col]
+            ).where(where, agents.c.name_key.is_not(None))
+            await conn.execute(insert(fts).from_select([name, "rowid", col], source))
 
     def _columns(self, with_card: bool) -> list[ColumnElement[Any]]:
         chosen = [*_LIGHT, agents.c.card] if with_card else _LIGHT
@@ -467,19 +500,19 @@ def _add_columns(sync_conn: Any) -> None:
 
 
 async def _trigram_index(conn: AsyncConnection) -> bool:
-    """Create ``pg_trgm`` and the trigram index; ``False`` (logged) when not allowed."""
+    """Create ``pg_trgm`` and the names' trigram index; ``False`` (logged) when not allowed."""
     try:
         async with conn.begin_nested():
             await conn.execute(text(PG_TRIGRAM_EXTENSION))
     except DBAPIError as exc:
         log.warning(
-            "registry: cannot create the pg_trgm extension (%s); free-text search scans "
-            "instead of using a trigram index. Ask an administrator to run: %s",
+            "registry: cannot create the pg_trgm extension (%s); a search for part of a name "
+            "scans the names instead of using a trigram index. An administrator can run: %s",
             str(exc.orig)[:200],
             PG_TRIGRAM_EXTENSION,
         )
         return False
-    await conn.execute(text(PG_TRIGRAM_INDEX))
+    await conn.execute(text(PG_NAMES_INDEX))
     return True
 
 
@@ -514,7 +547,7 @@ def _to_row(record: AgentRecord) -> dict[str, Any]:
         "card_etag": record.card_etag,
         "rev": uuid4().hex,
         "name_key": name_key(record.name),
-        "search_text": search_text(record),
+        "words": words(record),
     }
 
 

@@ -1,11 +1,14 @@
 """The same searches give the same pages on SQLite and PostgreSQL (the ``db`` fixture), and both
-equal a plain-Python reading of the rules: filters, case-insensitive substrings, health,
-eviction, (casefolded name, id) order and cursors; pages hold still while agents register, and
+equal a plain-Python reading of the rules: filters, free text (every word of ``q`` begins a word
+of the agent, or ``q`` is part of its name), health, eviction, (casefolded name, id) order and
+cursors, whether the text is common (found by walking the order) or rare (found by the text
+indexes); pages hold still while agents register, and
 ``include_card`` pages stop at a byte budget."""
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -13,7 +16,9 @@ import httpx
 import pytest
 
 from node.registry import RegistrySettings
+from node.registry import store as store_module
 from node.registry.records import AgentRecord, Skill
+from node.registry.search_sql import WINDOW
 from node.registry.service import MAX_PAGE_BYTES
 from node.registry.store import AgentStore, async_url
 from tests.registry.conftest import FakeClock, MakeClient
@@ -74,8 +79,14 @@ def expected(records: list[AgentRecord], now: float, **params: str) -> list[str]
             return False
         if "healthy" in params and (now - r.last_seen <= 30) != (params["healthy"] == "true"):
             return False
-        needle = params.get("q", "").casefold()
-        return not needle or any(needle in f.casefold() for f in fields(r))
+        q = params.get("q")
+        if q is None:
+            return True
+        words = re.findall(r"\w+", " ".join(fields(r)).casefold())
+        wanted = re.findall(r"\w+", q.casefold())
+        if wanted and all(any(w.startswith(x) for w in words) for x in wanted):
+            return True  # every word of q begins a word of the agent
+        return len(q) >= 3 and q.casefold() in r.name.casefold()  # part of the name
 
     found = sorted((r for r in records if matches(r)), key=lambda r: (r.name.casefold(), r.id))
     return [r.id for r in found]
@@ -151,7 +162,11 @@ async def filled(
         yield client, records
 
 
-async def test_every_search_follows_the_rules_on_both_engines(filled, clock) -> None:
+@pytest.mark.parametrize("window", [WINDOW, 16])  # 16: text pages found past the window too
+async def test_every_search_follows_the_rules_on_both_engines(
+    filled, clock, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "WINDOW", window)
     client, records = filled
     assert len(expected(records, clock.now)) > 150  # some evicted, most not
     for params in QUERIES:
