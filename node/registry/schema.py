@@ -102,6 +102,9 @@ SQLITE_DDL = (
     "DROP TRIGGER IF EXISTS registry_fts_delete",
     "DROP TRIGGER IF EXISTS registry_fts_update",
     "DROP TABLE IF EXISTS registry_fts",
+    # a text search's window reads the next rows from here, not from rows holding their cards
+    "CREATE INDEX IF NOT EXISTS registry_agents_window "
+    "ON registry_agents (name_key, id, last_seen, words)",
 )
 """SQLite's word and name indexes: external-content FTS5 tables over ``registry_agents``."""
 FTS_TABLES = {"registry_words": "words", "registry_names": "name_key"}

@@ -35,6 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.util import ClauseAdapter
 
 from node.registry.schema import PG_WORDS, SKILL, TAG, agents, query_words, terms
 
@@ -71,13 +72,16 @@ def page_statement(
     order; ``columns`` are expressions over ``registry_agents``. With ``window``, only the next
     ``window`` served rows after the cursor are considered (see the module's docstring)."""
     a = agents.c
-    where: list[ColumnElement[bool]] = [a.last_seen >= f.seen_after]
+    where: list[ColumnElement[bool]] = [a.last_seen >= f.seen_after]  # and the page's place
+    checked: list[ColumnElement[bool]] = []  # conditions on the row's health and text
     if f.healthy is not None:
-        where.append(a.last_seen >= f.healthy_after if f.healthy else a.last_seen < f.healthy_after)
+        checked.append(
+            a.last_seen >= f.healthy_after if f.healthy else a.last_seen < f.healthy_after
+        )
     if f.q is not None:
-        where.append(_row_matches(f.q, dialect))
+        checked.append(_row_matches(f.q, dialect))
         if window is None and f.windowed:
-            where.append(_indexed_matches(f.q, dialect))
+            checked.append(_indexed_matches(f.q, dialect))
     driver = None
     for kind, term in ((SKILL, f.skill), (TAG, f.tag)):
         if term is None:
@@ -100,14 +104,22 @@ def page_statement(
         where.append(a.name_key.is_not(None))
     if f.after is not None:
         where.append(tuple_(*order) > tuple_(*f.after))
-    if driver is None and window is not None:
-        ahead: list[ColumnElement[bool]] = [a.name_key.is_not(None)]
-        if f.after is not None:
-            ahead.append(tuple_(*order) > tuple_(*f.after))
-        rows = select(a.id).where(*ahead).order_by(*order).limit(window).subquery("ahead")
-        where.append(a.id.in_(select(rows.c.id)))
     if driver is None:
         statement = select(*columns, order[0].label("page_key"))
+    if driver is None and window is not None:
+        # the next rows in order, read from the covering index on SQLite; checked in the
+        # order they come (the engines read an ordered subquery in order), stopping at a page
+        ahead = (
+            select(a.id, a.name_key, a.last_seen, a.words)
+            .where(*where)
+            .order_by(*order)
+            .limit(window)
+            .subquery("ahead")
+        )
+        checks = [ClauseAdapter(ahead).traverse(w) for w in (*where, *checked)]
+        where = [a.id.in_(select(ahead.c.id).where(*checks).limit(f.limit))]
+    else:
+        where += checked
     return statement.where(and_(*where)).order_by(*order).limit(f.limit)
 
 
