@@ -110,13 +110,16 @@ SQLITE_DDL = (
 FTS_TABLES = {"registry_words": "words", "registry_names": "name_key"}
 PG_WORDS = "array_to_tsvector(string_to_array(words, ' '))"
 """The words as a ``tsvector`` taken verbatim (no parser, no stemming); indexed as written."""
+PG_GIN_PENDING = "gin_pending_list_limit = 256"
+"""kB of new entries a GIN index keeps unsorted (every search reads them all; 4 MB by default)."""
 PG_WORDS_INDEX = (
     f"CREATE INDEX IF NOT EXISTS registry_agents_words ON registry_agents USING gin ({PG_WORDS})"
+    f" WITH ({PG_GIN_PENDING})"
 )
 PG_TRIGRAM_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
 PG_NAMES_INDEX = (
     "CREATE INDEX IF NOT EXISTS registry_agents_names ON registry_agents "
-    "USING gin (name_key gin_trgm_ops)"
+    f"USING gin (name_key gin_trgm_ops) WITH ({PG_GIN_PENDING})"
 )
 WORD = re.compile(r"\w+")
 MAX_WORD_CHARS = 100
