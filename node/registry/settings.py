@@ -81,8 +81,6 @@ class RegistrySettings(BaseModel):
     heartbeat_flush_s: float | None = Field(default=None, gt=0, le=10)
     """Seconds between writes of the heartbeats batched in memory, one statement per write
     (default 1 s, or ``ttl_s / 4`` when that is shorter)."""
-    sync_interval_s: float = Field(default=1.0, gt=0, le=60)
-    """Seconds between polls for what other replicas on the same database changed."""
     allow_cidrs: tuple[str, ...] = ()
     """Private networks the card fetcher may reach, e.g. ``("127.0.0.0/8", "::1/128")``."""
     max_card_bytes: int = Field(default=256 * 1024, gt=0)
