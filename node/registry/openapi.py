@@ -311,6 +311,41 @@ def openapi_document(settings: RegistrySettings) -> dict[str, Any]:
                     "responses": {"200": _json(_ref("Health"), "alive")},
                 }
             },
+            **(
+                {
+                    "/metrics": {
+                        "get": {
+                            "operationId": "metrics",
+                            "description": (
+                                "Prometheus text format: agents by health, heartbeats, "
+                                "registrations (setting metrics); same auth as /v1 reads"
+                            ),
+                            "responses": {
+                                "200": {
+                                    "description": "metrics",
+                                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                                }
+                            },
+                        }
+                    }
+                }
+                if settings.metrics
+                else {}
+            ),
+            "/ui": {
+                "get": {
+                    "operationId": "console",
+                    "description": "the web console (static page; its data calls use this API)",
+                    "responses": {"308": {"description": "to /ui/"}},
+                }
+            },
+            "/ui/config.json": {
+                "get": {
+                    "operationId": "consoleConfig",
+                    "description": "what the console page needs to know (role, refresh period)",
+                    "responses": {"200": _json({"type": "object"}, "console settings")},
+                }
+            },
             "/v1/openapi.json": {
                 "get": {
                     "operationId": "openapi",
