@@ -54,7 +54,8 @@ async def test_a_coordinator_finds_the_good_peers_past_a_poisoned_registry_row(
     with sqlite3.connect(db) as conn:
         (last_seen,) = conn.execute("SELECT max(last_seen) FROM registry_agents").fetchone()
         conn.execute(
-            "INSERT INTO registry_agents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO registry_agents (id, card_url, name, description, skills, card,"
+            " registered_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 "poison",
                 "http://127.0.0.1:9/poison.json",
