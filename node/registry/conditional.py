@@ -1,13 +1,17 @@
-"""Conditional GET for listings: a strong ETag over the exact body, ``If-None-Match`` → 304.
+"""Conditional GET for listings: a weak ETag over what a page means, ``If-None-Match`` → 304.
 
-The tag hashes the bytes served, so it changes whenever anything in the page does (an entry's
-health and ``expires_at`` included). A client that sends back the tag of the page it holds gets
-``304 Not Modified`` with no body when nothing changed (RFC 9110 §13.1.2: weak comparison).
+The tag hashes the bytes served minus every entry's heartbeat times (``last_heartbeat``,
+``expires_at``), so it changes when an agent comes or goes, its card, skills or health change,
+but not at each heartbeat: a node polling every few seconds gets ``304 Not Modified`` while its
+peers merely stay alive (a strong tag over the whole body changed at nearly every poll). It is a
+weak validator (``W/``, RFC 9110 §8.8.1) because two pages with the same tag may differ in those
+times; a client holding one is told nothing it would act on changed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,9 +19,13 @@ from starlette.responses import Response
 __all__ = ["conditional_response", "etag", "matches"]
 
 
+_HEARTBEAT_TIMES = re.compile(rb'"(?:last_heartbeat|expires_at)":"[^"]*"')
+
+
 def etag(body: bytes) -> str:
-    """A strong entity tag for ``body`` (128 bits of BLAKE2b, quoted)."""
-    return f'"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
+    """A weak entity tag for ``body``: 128 bits of BLAKE2b over it minus the heartbeat times."""
+    meaning = _HEARTBEAT_TIMES.sub(b"", body)
+    return f'W/"{hashlib.blake2b(meaning, digest_size=16).hexdigest()}"'
 
 
 def matches(if_none_match: str | None, tag: str) -> bool:

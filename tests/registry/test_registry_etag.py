@@ -1,4 +1,4 @@
-"""Conditional GET on listings: an ETag over the exact body, If-None-Match answered with 304."""
+"""Conditional GET on listings: a weak ETag over the body minus heartbeat times; 304 on a match."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from node.registry.conditional import etag, matches
-from tests.registry.conftest import CardServer
+from tests.registry.conftest import CardServer, FakeClock
 
 
 async def register(client: httpx.AsyncClient, card_server: CardServer, agent_id: str) -> None:
@@ -41,6 +41,28 @@ async def test_a_change_in_the_listing_changes_its_etag(
         "/v1/agents", params={"q": "beta"}, headers={"If-None-Match": tag}
     )
     assert other_query.status_code == 200  # a tag is the tag of one exact body
+
+
+async def test_heartbeats_keep_the_etag_and_a_change_of_health_changes_it(
+    client: httpx.AsyncClient, card_server: CardServer, clock: FakeClock
+) -> None:
+    """A node polling its registry is told "unchanged" while its peers merely stay alive."""
+    await register(client, card_server, "alpha")
+    first = await client.get("/v1/agents")
+    tag = first.headers["etag"]
+    assert tag.startswith('W/"')
+    clock.advance(5)
+    assert (await client.put("/v1/agents/alpha/heartbeat")).status_code == 200
+    beaten = await client.get("/v1/agents", headers={"If-None-Match": tag})
+    assert beaten.status_code == 304, beaten.text
+    fresh = await client.get("/v1/agents")
+    assert (
+        fresh.json()["agents"][0]["last_heartbeat"] != first.json()["agents"][0]["last_heartbeat"]
+    )
+    clock.advance(60)  # past the 30 s TTL: alpha turns unhealthy, which a poller must see
+    stale = await client.get("/v1/agents", headers={"If-None-Match": tag})
+    assert stale.status_code == 200 and stale.json()["agents"][0]["healthy"] is False
+    assert stale.headers["etag"] != tag
 
 
 @pytest.mark.parametrize(
