@@ -6,6 +6,10 @@ writes every queued time with one ``UPDATE`` (:meth:`AgentStore.beat`), so 2,000
 every 10 s cost one write transaction per second instead of 200. A failed flush keeps the times for
 the next one; closing flushes.
 
+The ``UPDATE`` returns the rows it found (``RETURNING``), and every queued id it did not find, or
+found rewritten, is dropped from the replica's :class:`KnownAgents`: its next heartbeat reads the
+database and is answered 404 if the agent was deleted through another replica.
+
 A queued heartbeat reaches the database at most ``flush_s`` (plus the flush itself) late, which is
 why a PostgreSQL sweep waits that much longer than ``evict_after`` before judging a row
 (:meth:`Registry.sweep`): another replica may hold a heartbeat the database has not seen yet.
@@ -18,6 +22,7 @@ import contextlib
 import logging
 
 from node.errors import RegistryError
+from node.registry.known import KnownAgents
 from node.registry.store import AgentStore
 
 log = logging.getLogger(__name__)
@@ -26,8 +31,9 @@ log = logging.getLogger(__name__)
 class HeartbeatBatch:
     """Queued heartbeats (agent id → newest time), flushed every ``flush_s`` seconds."""
 
-    def __init__(self, store: AgentStore, flush_s: float) -> None:
+    def __init__(self, store: AgentStore, flush_s: float, known: KnownAgents) -> None:
         self._store = store
+        self._known = known
         self.flush_s = flush_s
         self._queued: dict[str, float] = {}
         self._flushing = asyncio.Lock()
@@ -52,11 +58,12 @@ class HeartbeatBatch:
         async with self._flushing:
             batch, self._queued = self._queued, {}
             try:
-                await self._store.beat(batch)
+                found = await self._store.beat(batch)
             except BaseException:
                 for agent_id, at in batch.items():
                     self.add(agent_id, at)
                 raise
+            self._known.confirm(batch, found)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="registry-heartbeats")

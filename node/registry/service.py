@@ -3,8 +3,10 @@
 Every read and search is answered by the :class:`AgentStore` (SQL over its indexes, see
 :mod:`node.registry.search_sql`), so memory does not grow with the number of agents and replicas on
 one database agree as soon as a write commits. Registrations and deletions are written before the
-API answers; heartbeats are checked against the store and reach it in batches
-(:mod:`node.registry.heartbeats`), and until then this replica's own reads see them. Cards for
+API answers; heartbeats reach the store in batches (:mod:`node.registry.heartbeats`), and until
+then this replica's own reads see them. A heartbeat is checked against a bounded cache of the
+entries recently read (:mod:`node.registry.known`, kept true by each batch's ``UPDATE``), and
+against the store only on a miss (misses arriving together read in one query). Cards for
 ``include_card`` pages come through a bounded cache keyed by row revision
 (:mod:`node.registry.card_cache`). Health comes from an injectable clock.
 
@@ -51,6 +53,7 @@ from node.registry.errors import (
 )
 from node.registry.fetcher import CardFetcher
 from node.registry.heartbeats import HeartbeatBatch
+from node.registry.known import KnownAgents
 from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
 from node.registry.search_sql import Filter, Key
 from node.registry.settings import RegistrySettings
@@ -126,7 +129,8 @@ class Page:
 
 class Registry:
     """Agents by id in the store, with TTL-based health and eviction. Memory holds only the
-    heartbeats not yet written and a bounded cache of cards, whatever the number of agents."""
+    heartbeats not yet written, bounded caches of cards and of entries for heartbeats
+    (:class:`KnownAgents`), whatever the number of agents."""
 
     def __init__(
         self,
@@ -148,7 +152,9 @@ class Registry:
         )
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
-        self._beats = HeartbeatBatch(store, settings.heartbeat_flush)
+        self._known = KnownAgents()
+        self._misses: Batcher[str, Stored | BadRow | None] = Batcher(self._read_many)
+        self._beats = HeartbeatBatch(store, settings.heartbeat_flush, self._known)
         self._cards = CardCache(CARD_CACHE_BYTES)
         self._health = {"healthy": 0, "unhealthy": 0}
 
@@ -210,6 +216,7 @@ class Registry:
         log.warning(
             "registry entry %r is unreadable and left out of listings: %s", agent_id, reason
         )
+        self._known.drop([agent_id])
         await self._store.set_aside(agent_id)
 
     # -- health -----------------------------------------------------------------------------
@@ -286,6 +293,7 @@ class Registry:
                     out.append(self._register_one(got, known, holders, records, now))
                 except RegistryError as exc:
                     out.append(exc)
+            self._known.drop(records)
             await self._store.save_many(list(records.values()))
         for result in out:
             if isinstance(result, tuple) and result[0].id in records:
@@ -375,6 +383,7 @@ class Registry:
                     continue
                 records[record.id] = record
                 results[url] = Outcome(url, "registered", record.id)
+            self._known.drop(records)
             await self._store.save_many(list(records.values()))
         for url, indexes in where.items():
             for i in indexes:
@@ -452,15 +461,31 @@ class Registry:
         return replace(record, last_seen=now)
 
     async def heartbeat(self, agent_id: str) -> AgentRecord:
-        """Checked in the store (an agent deleted through any replica is 404, so its node
-        registers again); the time is queued and reaches the store with the next batch."""
-        return self._beat(await self._read(agent_id, with_card=False), self.clock())
+        """Checked against the entries this replica knows (:class:`KnownAgents`), else in the
+        store (an agent deleted through any replica is 404 within a flush, so its node registers
+        again); the time is queued and reaches the store with the next batch."""
+        now = self.clock()
+        record = self._known.get(agent_id)
+        if record is None or self._is_evicted(self._fresh(record), now):
+            found = await self._misses.submit(agent_id)
+            record = await self._checked(agent_id, found, with_card=False)
+            if isinstance(found, Stored) and found.served:
+                self._known.put(agent_id, found.rev, record)
+        beaten = self._beat(record, now)
+        self._known.touch(agent_id, beaten)
+        return beaten
+
+    async def _read_many(self, agent_ids: list[str]) -> list[Stored | BadRow | None]:
+        """The rows (without cards) of the heartbeats that missed meanwhile, in one query."""
+        found = await self._store.get(agent_ids)
+        return [found.get(agent_id) for agent_id in agent_ids]
 
     async def deregister(self, agent_id: str) -> None:
         """Delete the entry; an unreadable one (see :meth:`unreadable`) is deleted too."""
         async with self._write:
             with contextlib.suppress(UnreadableEntry):
                 await self._read(agent_id, with_card=False)
+            self._known.drop([agent_id])
             await self._store.delete([agent_id])
             self._beats.discard(agent_id)
         log.info("deregistered agent %s", agent_id)
@@ -493,6 +518,12 @@ class Registry:
 
     async def _read(self, agent_id: str, *, with_card: bool) -> AgentRecord:
         found = (await self._store.get([agent_id], with_card=with_card)).get(agent_id)
+        return await self._checked(agent_id, found, with_card=with_card)
+
+    async def _checked(
+        self, agent_id: str, found: Stored | BadRow | None, *, with_card: bool
+    ) -> AgentRecord:
+        """The entry read as ``found``, or why it is not served."""
         if isinstance(found, Stored) and not found.served and not with_card:
             return await self._read(agent_id, with_card=True)  # checked with its card
         if isinstance(found, BadRow):

@@ -82,12 +82,13 @@ _BEAT_SQL = {
     "postgresql": (
         "UPDATE registry_agents AS a SET last_seen = GREATEST(a.last_seen, b.ts) "
         "FROM unnest(CAST(:ids AS TEXT[]), CAST(:ts AS DOUBLE PRECISION[])) AS b(id, ts) "
-        "WHERE a.id = b.id"
+        "WHERE a.id = b.id RETURNING a.id, a.rev, a.name_key IS NOT NULL"
     ),
     "sqlite": (
         "UPDATE registry_agents SET last_seen = max(registry_agents.last_seen, b.ts) "
         "FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS ts "
-        "FROM json_each(:beats)) AS b WHERE registry_agents.id = b.id"
+        "FROM json_each(:beats)) AS b WHERE registry_agents.id = b.id "
+        "RETURNING registry_agents.id, registry_agents.rev, registry_agents.name_key IS NOT NULL"
     ),
 }
 _LIGHT = [c for c in agents.columns if c.name not in ("card", "words")]
@@ -394,10 +395,11 @@ class AgentStore:
                 else:
                     await self.index(found.record)
 
-    async def beat(self, beats: dict[str, float]) -> None:
-        """Record heartbeats (id → time) in ONE statement; a row never moves back in time."""
+    async def beat(self, beats: dict[str, float]) -> dict[str, tuple[str, bool]]:
+        """Record heartbeats (id → time) in ONE statement; a row never moves back in time.
+        Returns the rows found, id → (revision, served): an id left out has no row."""
         if not beats:
-            return
+            return {}
         engine = self._eng()
         if engine.dialect.name == "postgresql":
             params: dict[str, Any] = {"ids": list(beats), "ts": list(beats.values())}
@@ -405,7 +407,12 @@ class AgentStore:
             params = {"beats": json.dumps(list(beats.items()))}
         async with _translated("record heartbeats"), engine.begin() as conn:
             self.write_transactions += 1
-            await conn.execute(text(_BEAT_SQL[engine.dialect.name]), params)
+            rows = await conn.execute(text(_BEAT_SQL[engine.dialect.name]), params)
+            found = rows.all()
+        return {
+            _id_of(agent_id): (rev if isinstance(rev, str) else "", bool(served))
+            for agent_id, rev, served in found
+        }
 
     async def delete(self, agent_ids: Iterable[str]) -> None:
         ids = list(agent_ids)

@@ -1,0 +1,72 @@
+"""The agents this replica has recently answered a heartbeat for, so the next one reads nothing.
+
+A heartbeat needs the agent's entry without its card (the answer renders it) and the knowledge
+that the row still exists. :class:`KnownAgents` keeps the last ``size`` such entries (least
+recently used dropped first, so memory is bounded whatever the number of agents), each with the
+row revision it was read at. An entry is put here only from a database read, and dropped when
+this replica writes or deletes the row, and when the batched heartbeat ``UPDATE``
+(:meth:`HeartbeatBatch.flush`) reports that the row is gone, was rewritten (another revision:
+re-registered through another replica) or is no longer served. So an agent deleted through any
+replica answers 404 from the first heartbeat after the next flush that carries one of its beats.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from node.registry.records import AgentRecord
+
+DEFAULT_SIZE = 50_000
+"""Entries kept (each an entry without its card: about 1–2 kB with a few skills)."""
+
+
+class KnownAgents:
+    """Agent id → (row revision, entry without card), least recently used dropped first."""
+
+    def __init__(self, size: int = DEFAULT_SIZE) -> None:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        self.size = size
+        self._entries: OrderedDict[str, tuple[str, AgentRecord]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, agent_id: str) -> AgentRecord | None:
+        found = self._entries.get(agent_id)
+        if found is None:
+            return None
+        self._entries.move_to_end(agent_id)
+        return found[1]
+
+    def put(self, agent_id: str, rev: str, record: AgentRecord) -> None:
+        """Remember ``record`` (its card is left out) as read at revision ``rev``."""
+        if self.size == 0:
+            return
+        self._entries[agent_id] = (rev, replace(record, card={}) if record.card else record)
+        self._entries.move_to_end(agent_id)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def touch(self, agent_id: str, record: AgentRecord) -> None:
+        """Update a remembered entry (a newer ``last_seen``); nothing if it is not remembered."""
+        found = self._entries.get(agent_id)
+        if found is not None:
+            self._entries[agent_id] = (found[0], record)
+
+    def drop(self, agent_ids: Iterable[str]) -> None:
+        for agent_id in agent_ids:
+            self._entries.pop(agent_id, None)
+
+    def confirm(self, beaten: Iterable[str], found: Mapping[str, tuple[str, bool]]) -> None:
+        """After a heartbeat ``UPDATE`` of ``beaten``: drop each id whose row it did not find
+        in ``found`` (id → (revision, served)), or found rewritten or no longer served."""
+        for agent_id in beaten:
+            entry = self._entries.get(agent_id)
+            if entry is None:
+                continue
+            row = found.get(agent_id)
+            if row is None or row[0] != entry[0] or not row[1]:
+                del self._entries[agent_id]

@@ -1,0 +1,196 @@
+"""Heartbeats answered from the replica's cache of known agents (:mod:`node.registry.known`).
+
+Real stores (a SQLite file, and PostgreSQL with ``A2A_NODE_TEST_PG_URL``), two replicas in this
+process on one database with their background flush slowed down so the test decides when a
+replica flushes. Statements are counted on each store's engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from node.registry import RegistrySettings, build_registry_app
+from node.registry.known import KnownAgents
+from node.registry.records import AgentRecord
+from node.registry.service import Registry
+from tests.registry.conftest import LOOPBACK, FakeClock, in_process
+
+Replica = tuple[httpx.AsyncClient, Registry]
+
+
+@pytest.fixture
+def replica(db: str, clock: FakeClock) -> Any:
+    """``async with replica() as (client, registry)``: one more replica on the test's database."""
+
+    @contextlib.asynccontextmanager
+    async def make() -> AsyncIterator[Replica]:
+        settings = RegistrySettings(db=db, allow_cidrs=LOOPBACK, heartbeat_flush_s=10)
+        app = build_registry_app(settings, clock=clock)
+        async with in_process(app) as client:
+            yield client, app.state.registry
+
+    return make
+
+
+@contextlib.contextmanager
+def statements(registry: Registry) -> Iterator[list[str]]:
+    """The SQL statements ``registry``'s store sends while the block runs."""
+    sent: list[str] = []
+    engine = registry._store._eng().sync_engine
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def register(client: httpx.AsyncClient, card_url: str, status: int = 201) -> Any:
+    response = await client.post("/v1/agents", json={"card_url": card_url})
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+async def beat(client: httpx.AsyncClient, agent_id: str) -> httpx.Response:
+    return await client.put(f"/v1/agents/{agent_id}/heartbeat")
+
+
+async def test_a_known_agent_beats_without_a_statement(replica, card_server, clock) -> None:
+    async with replica() as (a, registry):
+        await register(a, card_server.put_card("/a.json", "Alpha"))
+        with statements(registry) as first:
+            assert (await beat(a, "alpha")).status_code == 200
+        assert len(first) == 1 and first[0].lstrip().upper().startswith("SELECT")
+        clock.advance(5)
+        with statements(registry) as sent:
+            for _ in range(3):
+                response = await beat(a, "alpha")
+                assert response.status_code == 200
+        assert sent == []
+        body = response.json()
+        assert body["name"] == "Alpha" and body["healthy"] is True
+        read = (await a.get("/v1/agents/alpha")).json()  # the same entry, read from the store
+        assert body == {k: v for k, v in read.items() if k != "card"}
+        assert (await beat(a, "alpha")).status_code == 200  # the read above flushed (sweep)
+        with statements(registry) as sent:
+            await registry.flush()
+        assert len([s for s in sent if "UPDATE" in s.upper()]) == 1  # one statement per flush
+
+
+async def test_a_deletion_through_another_replica_is_404_after_a_flush(
+    replica, card_server
+) -> None:
+    async with replica() as (a, registry), replica() as (b, _):
+        await register(a, card_server.put_card("/a.json", "Alpha"))
+        assert (await beat(a, "alpha")).status_code == 200  # now known to a
+        assert (await b.delete("/v1/agents/alpha")).status_code == 204
+        assert (await beat(a, "alpha")).status_code == 200  # known, within the flush period
+        await registry.flush()  # the UPDATE does not find the row: a forgets it
+        response = await beat(a, "alpha")
+        assert response.status_code == 404, response.text
+        await registry.flush()
+        assert (await beat(a, "alpha")).status_code == 404
+
+
+async def test_a_registration_through_another_replica_is_seen_after_a_flush(
+    replica, card_server
+) -> None:
+    async with replica() as (a, registry), replica() as (b, _):
+        url = card_server.put_card("/a.json", "Alpha", description="old")
+        await register(a, url)
+        assert (await beat(a, "alpha")).json()["description"] == "old"
+        card_server.put_card("/a.json", "Alpha", description="new")
+        await register(b, url, status=200)  # rewritten by b: another revision
+        await registry.flush()
+        assert (await beat(a, "alpha")).json()["description"] == "new"
+
+
+async def test_a_registration_or_deletion_here_is_seen_at_once(replica, card_server) -> None:
+    async with replica() as (a, _):
+        url = card_server.put_card("/a.json", "Alpha", description="old")
+        await register(a, url)
+        assert (await beat(a, "alpha")).json()["description"] == "old"
+        card_server.put_card("/a.json", "Alpha", description="new")
+        await register(a, url, status=200)
+        assert (await beat(a, "alpha")).json()["description"] == "new"
+        assert (await a.delete("/v1/agents/alpha")).status_code == 204
+        assert (await beat(a, "alpha")).status_code == 404
+
+
+async def test_unknown_ids_are_404_and_not_remembered(replica) -> None:
+    async with replica() as (a, registry):
+        for _ in range(2):
+            with statements(registry) as sent:
+                assert (await beat(a, "nobody")).status_code == 404
+            assert len(sent) == 1  # read each time: a registration may have come meanwhile
+
+
+async def test_misses_arriving_together_are_read_in_one_query(replica, card_server) -> None:
+    async with replica() as (a, _), replica() as (_, registry):
+        names = [f"Agent{i}" for i in range(8)]
+        for name in names:
+            await register(a, card_server.put_card(f"/{name}.json", name))
+        with statements(registry) as sent:
+            beaten = await asyncio.gather(*(registry.heartbeat(n.lower()) for n in names))
+        assert [r.id for r in beaten] == [n.lower() for n in names]
+        assert len(sent) == 1
+
+
+async def test_an_agent_not_seen_for_evict_after_is_checked_in_the_store(
+    replica, card_server, clock
+) -> None:
+    async with replica() as (a, registry):
+        await register(a, card_server.put_card("/a.json", "Alpha"))
+        assert (await beat(a, "alpha")).status_code == 200
+        await registry.flush()
+        clock.advance(registry.settings.evict_after + 1)
+        with statements(registry) as sent:
+            assert (await beat(a, "alpha")).status_code == 404
+        assert len(sent) == 1
+
+
+def _record(agent_id: str) -> AgentRecord:
+    return AgentRecord(
+        id=agent_id,
+        card_url=f"http://127.0.0.1:1/{agent_id}.json",
+        name=agent_id,
+        description="",
+        skills=(),
+        card={"name": agent_id},
+        registered_at=0.0,
+        last_seen=0.0,
+    )
+
+
+def test_the_cache_is_bounded_and_keeps_the_recently_used() -> None:
+    known = KnownAgents(size=2)
+    for agent_id in ("a", "b"):
+        known.put(agent_id, "r1", _record(agent_id))
+    assert known.get("a") is not None  # "b" is now the least recently used
+    known.put("c", "r1", _record("c"))
+    assert len(known) == 2 and known.get("b") is None
+    assert (found := known.get("a")) is not None and found.card == {}  # no card kept
+
+
+def test_a_flush_drops_rows_gone_rewritten_or_set_aside() -> None:
+    known = KnownAgents(size=10)
+    for agent_id in ("gone", "rewritten", "aside", "kept", "not-beaten"):
+        known.put(agent_id, "r1", _record(agent_id))
+    known.confirm(
+        ["gone", "rewritten", "aside", "kept"],
+        {"rewritten": ("r2", True), "aside": ("r1", False), "kept": ("r1", True)},
+    )
+    assert [i for i in ("gone", "rewritten", "aside", "kept", "not-beaten") if known.get(i)] == [
+        "kept",
+        "not-beaten",
+    ]
