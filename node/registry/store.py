@@ -91,6 +91,11 @@ _BEAT_SQL = {
         "RETURNING registry_agents.id, registry_agents.rev, registry_agents.name_key IS NOT NULL"
     ),
 }
+_HELD_SQL = (
+    "SELECT id FROM registry_agents WHERE id = ANY(CAST(:ids AS TEXT[])) "
+    "UNION SELECT id FROM registry_agents WHERE card_url = ANY(CAST(:urls AS TEXT[]))"
+)
+"""The rows a bulk write replaces (PostgreSQL: one statement, whatever the batch's size)."""
 _LIGHT = [c for c in agents.columns if c.name not in ("card", "words")]
 """What a listing, a heartbeat or a search reads of a row: everything but the card."""
 
@@ -162,9 +167,7 @@ class AgentStore:
             await asyncio.to_thread(
                 Path(self._url.database).parent.mkdir, parents=True, exist_ok=True
             )
-        engine = create_async_engine(
-            self._url, json_serializer=partial(json.dumps, allow_nan=False)
-        )
+        engine = create_async_engine(self._url, json_serializer=_dumps)
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         self._engine = engine
@@ -339,10 +342,18 @@ class AgentStore:
             return
         async with self._writing("save agents") as conn:
             ids, urls = [r.id for r in records], [r.card_url for r in records]
+            replaced: set[str] = set()  # read first: deleting is dear, and mostly finds nothing
+            if self.dialect == "postgresql":
+                found = await conn.execute(text(_HELD_SQL), {"ids": ids, "urls": urls})
+                replaced.update(found.scalars())
             for key, values in ((agents.c.id, ids), (agents.c.card_url, urls)):
-                for start in range(0, len(values), CHUNK):  # one index each, not an OR
-                    await self._delete(conn, key.in_(values[start : start + CHUNK]))
-            await self._insert(conn, records)
+                for start in range(0, len(values) * (self.dialect == "sqlite"), CHUNK):
+                    where = key.in_(values[start : start + CHUNK])  # one index each, not an OR
+                    replaced.update((await conn.scalars(select(agents.c.id).where(where))).all())
+            old = sorted(replaced)
+            for start in range(0, len(old), CHUNK):
+                await self._delete(conn, agents.c.id.in_(old[start : start + CHUNK]))
+            await self._insert_bulk(conn, records)
 
     async def index(self, record: AgentRecord) -> None:
         """Serve a row found servable (one not written by the registry, or set aside before)."""
@@ -454,6 +465,21 @@ class AgentStore:
             await conn.execute(terms.insert(), rows)
         await self._reindex(conn, [r.id for r in records])
 
+    async def _insert_bulk(self, conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
+        """:meth:`_insert` straight through the driver: ``COPY`` on PostgreSQL, one
+        ``executemany`` on SQLite, in the transaction ``conn`` holds (already begun: the bulk
+        path deletes first). JSON is encoded as the engine's serializer would."""
+        rows = [_row_values(r) for r in records]
+        found = [tuple(t[c] for c in _TERM_COLUMNS) for r in records for t in term_rows(r)]
+        driver: Any = (await conn.get_raw_connection()).driver_connection
+        if self.dialect == "postgresql":
+            await driver.copy_records_to_table(agents.name, records=rows, columns=_COLUMNS)
+            await driver.copy_records_to_table(terms.name, records=found, columns=_TERM_COLUMNS)
+        else:
+            await driver.executemany(_INSERT_SQL[0], rows)
+            await driver.executemany(_INSERT_SQL[1], found)
+        await self._reindex(conn, [r.id for r in records])
+
     async def _delete(self, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
         """Delete the rows ``where`` says (their terms by cascade, FTS entries first)."""
         await self._unindex(conn, where)
@@ -538,6 +564,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")  # registry_terms rows go with their agent
+    # 2 MB by default: a bulk write of a few thousand rows spills pages mid-transaction
+    cursor.execute("PRAGMA cache_size=-32768")  # KiB, allocated as used
     cursor.close()
 
 
@@ -556,6 +584,22 @@ def _to_row(record: AgentRecord) -> dict[str, Any]:
         "name_key": name_key(record.name),
         "words": words(record),
     }
+
+
+_COLUMNS = [c.name for c in agents.columns]
+_TERM_COLUMNS = [c.name for c in terms.columns]
+_INSERT_SQL = tuple(
+    f"INSERT INTO {t.name} ({', '.join(cs)}) VALUES ({', '.join('?' * len(cs))})"
+    for t, cs in ((agents, _COLUMNS), (terms, _TERM_COLUMNS))
+)
+_dumps = partial(json.dumps, allow_nan=False)
+
+
+def _row_values(record: AgentRecord) -> tuple[Any, ...]:
+    """:func:`_to_row` in column order, its JSON columns encoded (for the driver itself)."""
+    row = _to_row(record)
+    row["skills"], row["card"] = _dumps(row["skills"]), _dumps(row["card"])
+    return tuple(row[c] for c in _COLUMNS)
 
 
 class _Undecodable(Exception):
