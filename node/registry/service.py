@@ -121,6 +121,10 @@ def check_agent_id(agent_id: str) -> str:
     return agent_id
 
 
+UNREADABLE_TTL_S = 2.0
+"""How long a count of unreadable entries is reused when this replica has not written."""
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     agents: list[AgentRecord]
@@ -157,6 +161,7 @@ class Registry:
         self._beats = HeartbeatBatch(store, settings.heartbeat_flush, self._known)
         self._cards = CardCache(CARD_CACHE_BYTES)
         self._health = {"healthy": 0, "unhealthy": 0}
+        self._unreadable_seen = (-1, 0.0, 0)  # write transactions, monotonic time, count
 
     async def start(self) -> None:
         """Check the stored rows not served yet (the store must be open), then write batched
@@ -188,8 +193,15 @@ class Registry:
     # -- unreadable entries -----------------------------------------------------------------
 
     async def unreadable(self) -> int:
-        """How many stored entries are left out because they cannot be served."""
-        return await self._store.unserved_count()
+        """How many stored entries are left out because they cannot be served: counted again
+        after any write of this replica, else at most every :data:`UNREADABLE_TTL_S` (every
+        listing reports it; another replica's writes show within that)."""
+        writes, at, count = self._unreadable_seen
+        now = time.monotonic()
+        if writes != self._store.write_transactions or now - at >= UNREADABLE_TTL_S:
+            writes, count = self._store.write_transactions, await self._store.unserved_count()
+            self._unreadable_seen = (writes, now, count)
+        return count
 
     def unservable(self, record: AgentRecord, *, render: bool = True) -> str | None:
         """Why ``record`` cannot be served, or ``None`` when it can: today's rules for new

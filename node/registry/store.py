@@ -657,20 +657,22 @@ def _time(values: dict[str, Any], name: str) -> float:
 
 
 def _skill(value: object) -> Skill:
-    if not isinstance(value, dict):
+    # exact types: JSON decoding makes plain dicts, lists and strs (and this runs per skill
+    # of every row a search reads)
+    if type(value) is not dict:
         raise _Undecodable("an entry of column skills is not an object")
-    skill_id, name, description, tags = (
-        value.get(k) for k in ("id", "name", "description", "tags")
-    )
+    skill_id, name = value.get("id"), value.get("name")
+    description, tags = value.get("description"), value.get("tags")
     if not (
-        isinstance(skill_id, str)
-        and isinstance(name, str)
-        and isinstance(description, str)
-        and isinstance(tags, list)
+        type(skill_id) is str
+        and type(name) is str
+        and type(description) is str
+        and type(tags) is list
     ):
         raise _Undecodable("an entry of column skills lacks id, name, description or tags")
-    if not all(isinstance(t, str) for t in tags):
-        raise _Undecodable("a tag in column skills is not a string")
+    for tag in tags:
+        if type(tag) is not str:
+            raise _Undecodable("a tag in column skills is not a string")
     return Skill(id=skill_id, name=name, description=description, tags=tuple(tags))
 
 
