@@ -32,6 +32,7 @@ from node.observability import logs, tracing
 from node.peers.cards import card_from_json
 from node.peers.peer_client import PeerClient
 from node.server.app import build_node_app
+from tests.peers.peers_support import calculating_node, one_interface
 from tests.server.push_receiver import Receiver, eventually
 from tests.servers import InProcessApps, free_socket, running
 
@@ -66,42 +67,9 @@ def incoming_trace() -> Iterator[None]:
         otel_context.detach(token)
 
 
-def only(document: dict[str, Any], binding: str, version: str) -> dict[str, Any]:
-    """The card document with one interface left (and the 0.3 fields dropped)."""
-    interfaces = [
-        i
-        for i in document["supportedInterfaces"]
-        if i["protocolBinding"] == binding and i["protocolVersion"] == version
-    ]
-    assert len(interfaces) == 1, document["supportedInterfaces"]
-    legacy = ("url", "preferredTransport", "additionalInterfaces", "protocolVersion")
-    return {
-        **{k: v for k, v in document.items() if k not in legacy},
-        "supportedInterfaces": interfaces,
-    }
-
-
 def task_lines(out: io.StringIO) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     return [line for line in lines if line["message"].startswith("task ")]
-
-
-async def node_b(serve: Serve, tmp_path: Path) -> str:
-    card = parse_card(
-        {
-            "id": "data",
-            "name": "Data",
-            "description": "Arithmetic.",
-            "tools": ["calculate"],
-            "server": {"grpc_port": 0},
-            "auth": {"bearer_tokens": [{"secret": "${T}", "principal": "hub"}]},
-        },
-        env={"T": TOKEN},
-    )
-    url = await serve(
-        lambda u: build_node_app(card, public_url=u, data_dir=tmp_path / "b", store="memory")
-    )
-    return str(url)
 
 
 def calculate(expression: str) -> Message:
@@ -116,7 +84,7 @@ def calculate(expression: str) -> Message:
 async def test_a_peer_call_continues_the_trace_on_every_binding(
     serve: Serve, tmp_path: Path, executor_log: io.StringIO
 ) -> None:
-    b = await node_b(serve, tmp_path)
+    b = await calculating_node(serve, tmp_path / "b", TOKEN)
     async with httpx.AsyncClient(timeout=10.0) as http:
         document = (await http.get(f"{b}/.well-known/agent-card.json")).json()
         bindings = [
@@ -128,7 +96,7 @@ async def test_a_peer_call_continues_the_trace_on_every_binding(
             ("GRPC", "0.3"),
         ]
         for binding, version in bindings:
-            card = card_from_json(only(document, binding, version))
+            card = card_from_json(one_interface(document, binding, version))
             peer = PeerClient("data", card, http=http, token=lambda: TOKEN)
             try:
                 with incoming_trace():
@@ -148,7 +116,7 @@ async def test_a_peer_call_continues_the_trace_on_every_binding(
 async def test_a_request_without_traceparent_logs_no_trace_id(
     serve: Serve, tmp_path: Path, executor_log: io.StringIO
 ) -> None:
-    b = await node_b(serve, tmp_path)
+    b = await calculating_node(serve, tmp_path / "b", TOKEN)
     async with httpx.AsyncClient(timeout=10.0) as http:
         card = card_from_json((await http.get(f"{b}/.well-known/agent-card.json")).json())
         peer = PeerClient("data", card, http=http, token=lambda: TOKEN)

@@ -19,6 +19,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from a2a.helpers import new_data_part, new_task_from_user_message, new_text_part
@@ -41,8 +42,10 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from node.card import parse_card
 from node.protocol import HOP, SKILL_SCHEMAS
 from node.registry import RegistrySettings, build_registry_app
+from node.server.app import build_node_app
 
 NUMBER = {"type": "number"}
 SCHEMAS: dict[str, Any] = {
@@ -239,3 +242,35 @@ def registry_app(db_path: str) -> ASGIApp:
         db=db_path, token=SecretStr(REGISTRY_TOKEN), allow_cidrs=("127.0.0.0/8",)
     )
     return build_registry_app(settings)
+
+
+async def calculating_node(serve: Callable[..., Awaitable[Any]], data_dir: Path, token: str) -> str:
+    """A real node ``data`` (tool ``calculate``) with gRPC on, accepting bearer ``token``."""
+    card = parse_card(
+        {
+            "id": "data",
+            "name": "Data",
+            "description": "Arithmetic.",
+            "tools": ["calculate"],
+            "server": {"grpc_port": 0},
+            "auth": {"bearer_tokens": [{"secret": "${T}", "principal": "hub"}]},
+        },
+        env={"T": token},
+    )
+    url = await serve(
+        lambda u: build_node_app(card, public_url=u, data_dir=data_dir, store="memory")
+    )
+    return str(url)
+
+
+def one_interface(document: dict[str, Any], binding: str, version: str) -> dict[str, Any]:
+    """The card document with one interface left (and the 0.3 fields dropped)."""
+    interfaces = [
+        i
+        for i in document["supportedInterfaces"]
+        if i["protocolBinding"] == binding and i["protocolVersion"] == version
+    ]
+    assert len(interfaces) == 1, document["supportedInterfaces"]
+    legacy = ("url", "preferredTransport", "additionalInterfaces", "protocolVersion")
+    kept = {k: v for k, v in document.items() if k not in legacy}
+    return {**kept, "supportedInterfaces": interfaces}

@@ -22,43 +22,11 @@ from starlette.routing import Route
 from node.card import parse_card
 from node.client import NodeClient, artifacts_of, status_text
 from node.server.app import build_node_app
-from tests.peers.peers_support import eventually
+from tests.peers.peers_support import calculating_node, eventually, one_interface
 from tests.servers import InProcessApps, free_socket, running
 
 TOKEN = "b-token-123"
 Serve = Any
-
-
-async def grpc_node(serve: Serve, tmp_path: Path) -> str:
-    card = parse_card(
-        {
-            "id": "data",
-            "name": "Data",
-            "description": "Arithmetic.",
-            "tools": ["calculate"],
-            "server": {"grpc_port": 0},
-            "auth": {"bearer_tokens": [{"secret": "${T}", "principal": "hub"}]},
-        },
-        env={"T": TOKEN},
-    )
-    return str(
-        await serve(
-            lambda u: build_node_app(card, public_url=u, data_dir=tmp_path / "b", store="memory")
-        )
-    )
-
-
-def grpc_only(document: dict[str, Any], version: str) -> dict[str, Any]:
-    """The 1.0 card document with only its gRPC interface at ``version`` (0.3 fields dropped)."""
-    interfaces = [
-        i
-        for i in document["supportedInterfaces"]
-        if i["protocolBinding"] == "GRPC" and i["protocolVersion"] == version
-    ]
-    assert len(interfaces) == 1, document["supportedInterfaces"]
-    legacy = ("url", "preferredTransport", "additionalInterfaces", "protocolVersion")
-    kept = {k: v for k, v in document.items() if k not in legacy}
-    return {**kept, "supportedInterfaces": interfaces}
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
@@ -69,10 +37,10 @@ async def test_a_node_calls_a_node_over_grpc_with_its_token(
     monkeypatch: pytest.MonkeyPatch,
     version: str,
 ) -> None:
-    b = await grpc_node(serve, tmp_path)
+    b = await calculating_node(serve, tmp_path / "b", TOKEN)
     async with httpx.AsyncClient(timeout=5.0) as http:
         document = (await http.get(f"{b}/.well-known/agent-card.json")).json()
-    only_grpc = grpc_only(document, version)
+    only_grpc = one_interface(document, "GRPC", version)
 
     async def card(_: Request) -> JSONResponse:
         return JSONResponse(only_grpc)
