@@ -22,7 +22,7 @@ from node.observability.metrics import RegistryMetrics
 from node.registry import safejson
 from node.registry.bulk import import_body
 from node.registry.conditional import conditional_response
-from node.registry.errors import AgentNotFound, BadRequest, UnreadableEntry, UnsupportedMediaType
+from node.registry.errors import BadRequest, UnreadableEntry, UnsupportedMediaType
 from node.registry.federation import HOP_HEADER, Federation
 from node.registry.openapi import openapi_document
 from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
@@ -129,7 +129,7 @@ def api_routes(
                 hop_header=request.headers.get(HOP_HEADER),
                 free=query.page_size - len(entries),
                 offset=offset or 0,
-                is_local=known,
+                listed_here=registry.listed,  # an upstream copy of these is left out
                 local_card_urls=card_urls,
             )
             entries += tail.entries
@@ -147,14 +147,6 @@ def api_routes(
             )
         )
         return conditional_response(request, body, _JSON)
-
-    async def known(agent_id: str) -> bool:
-        """Whether ``agent_id`` is listed here (an upstream's copy of it is left out)."""
-        try:
-            await registry.get(agent_id)
-        except AgentNotFound:
-            return False
-        return True
 
     async def get_agent(request: Request) -> Response:
         agent_id = check_agent_id(request.path_params["id"])

@@ -162,7 +162,7 @@ class Federation:
         hop_header: str | None,
         free: int,
         offset: int,
-        is_local: Callable[[str], Awaitable[bool]],
+        listed_here: Callable[[list[str]], Awaitable[set[str]]],
         local_card_urls: set[str],
     ) -> Tail:
         """Up to ``free`` upstream entries from ``offset`` on, none listed here already."""
@@ -186,7 +186,7 @@ class Federation:
         answers = await asyncio.gather(
             *(self._answer(u, key, forward, budget) for u in self.settings.upstreams)
         )
-        merged = await self._merged(key, tuple(a for a, _ in answers), is_local)
+        merged = await self._merged(key, tuple(a for a, _ in answers), listed_here)
         out: list[bytes] = []
         i = offset
         while i < len(merged) and len(out) < free:
@@ -204,7 +204,7 @@ class Federation:
         self,
         key: Filters,
         answers: tuple[_Answer, ...],
-        is_local: Callable[[str], Awaitable[bool]],
+        listed_here: Callable[[list[str]], Awaitable[set[str]]],
     ) -> list[dict[str, Any]]:
         """The answers merged, without the agents listed here; kept as long as the answers
         are (so a cached answer costs no lookups here)."""
@@ -212,8 +212,8 @@ class Federation:
         if held is not None and all(a is b for a, b in zip(held[0], answers, strict=True)):
             return held[1]
         merged = _merge(a.entries for a in answers)
-        here = await asyncio.gather(*(is_local(entry["id"]) for entry in merged))
-        tail = [entry for entry, local in zip(merged, here, strict=True) if not local]
+        here = await listed_here([entry["id"] for entry in merged])
+        tail = [entry for entry in merged if entry["id"] not in here]
         self._merges.pop(key, None)
         self._merges[key] = (answers, tail)
         while len(self._merges) > self.settings.cache_entries:

@@ -28,7 +28,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -527,6 +527,16 @@ class Registry:
     async def get(self, agent_id: str) -> AgentRecord:
         """The entry with its card; :class:`AgentNotFound` or :class:`UnreadableEntry`."""
         return await self._read(agent_id, with_card=True)
+
+    async def listed(self, agent_ids: Iterable[str]) -> set[str]:
+        """Which of ``agent_ids`` this registry serves (one query; unreadable or evicted
+        entries are not served, as :meth:`get` would say)."""
+        found = await self._store.get(agent_ids)
+        here: set[str] = set()
+        for agent_id, row in found.items():
+            with contextlib.suppress(AgentNotFound, UnreadableEntry):
+                here.add((await self._checked(agent_id, row, with_card=False)).id)
+        return here
 
     async def _read(self, agent_id: str, *, with_card: bool) -> AgentRecord:
         found = (await self._store.get([agent_id], with_card=with_card)).get(agent_id)
