@@ -21,8 +21,12 @@ from tests.tooling.workloads import hog
 pytestmark = pytest.mark.network
 
 CATASTROPHIC = r"^(\w+\s?)*$"
-HEALTHZ_LIMIT_S = 0.1
 GREP_TIMEOUT_S = 5.0
+# A frozen event loop would hold a /healthz probe for the whole hostile call (until its timeout:
+# 5 s for the grep, 0.5 s for the hog); the bounds sit well under that, and well over what a busy
+# 2-core machine adds to one probe (0.28 s seen in CI while the hog's process took a core).
+GREP_HEALTHZ_LIMIT_S = GREP_TIMEOUT_S / 10
+HOG_HEALTHZ_LIMIT_S = hog.policy.timeout * 0.8
 
 
 @pytest.fixture
@@ -72,7 +76,7 @@ async def test_healthz_answers_while_a_catastrophic_grep_runs(node: str) -> None
         latencies = await healthz_latencies_while(call, node)
         task = await call
         elapsed = time.monotonic() - start
-    assert max(latencies) < HEALTHZ_LIMIT_S, f"slowest /healthz {max(latencies):.3f} s"
+    assert max(latencies) < GREP_HEALTHZ_LIMIT_S, f"slowest /healthz {max(latencies):.3f} s"
     assert elapsed < GREP_TIMEOUT_S + 1.0
     assert task.status.state == TaskState.TASK_STATE_COMPLETED, status_text(task)
     (found,) = artifacts_of(task)["grep"]
@@ -89,7 +93,7 @@ async def test_healthz_answers_while_a_process_isolated_hog_runs_then_it_times_o
         latencies = await healthz_latencies_while(call, node)
         task = await call
         elapsed = time.monotonic() - start
-    assert max(latencies) < HEALTHZ_LIMIT_S, f"slowest /healthz {max(latencies):.3f} s"
+    assert max(latencies) < HOG_HEALTHZ_LIMIT_S, f"slowest /healthz {max(latencies):.3f} s"
     assert elapsed < hog.policy.timeout + 1.0
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert "timed out" in status_text(task)
