@@ -195,8 +195,8 @@ async def run(args: argparse.Namespace) -> None:
             emit_lags: list[float] = []
             local_lags: list[float] = []
             closed = 0
-            for first in range(0, args.streams, 10):
-                batch = range(first, min(first + 10, args.streams))
+            for first in range(0, args.streams, args.at_once):
+                batch = range(first, min(first + args.at_once, args.streams))
                 for delta, ok in await asyncio.gather(*(one_stream(n) for n in batch)):
                     if delta == delta:  # not NaN
                         deltas.append(delta)
@@ -228,28 +228,32 @@ async def run(args: argparse.Namespace) -> None:
                 pages.release.setdefault(key, asyncio.Event()).set()
                 return stopped * 1000, True
 
-            stops: list[float] = []
-            for first in range(0, args.cancels, 10):
-                batch = range(first, min(first + 10, args.cancels))
-                stops += [s for s, _ in await asyncio.gather(*(one_cancel(n) for n in batch))]
-            await asyncio.sleep(0.5)  # any late COMPLETED would have landed by now
-            rows = await conn.fetch(f"SELECT state, count(*) FROM {schema}.tasks GROUP BY state")
-            by_state = {S.Name(r[0]): r[1] for r in rows}
-            print(
-                f"cancel via B: {len(stops)} tasks; A's tool stopped after "
-                f"p50 {pct(stops, 0.5):.0f} ms, p99 {pct(stops, 0.99):.0f} ms, "
-                f"max {max(stops):.0f} ms; stored states of all tasks: {by_state}"
-            )
+            if args.cancels:
+                stops: list[float] = []
+                for first in range(0, args.cancels, 10):
+                    batch = range(first, min(first + 10, args.cancels))
+                    stops += [s for s, _ in await asyncio.gather(*(one_cancel(n) for n in batch))]
+                await asyncio.sleep(0.5)  # any late COMPLETED would have landed by now
+                rows = await conn.fetch(
+                    f"SELECT state, count(*) FROM {schema}.tasks GROUP BY state"
+                )
+                by_state = {S.Name(r[0]): r[1] for r in rows}
+                print(
+                    f"cancel via B: {len(stops)} tasks; A's tool stopped after "
+                    f"p50 {pct(stops, 0.5):.0f} ms, p99 {pct(stops, 0.99):.0f} ms, "
+                    f"max {max(stops):.0f} ms; stored states of all tasks: {by_state}"
+                )
 
-            task_id = await start(plain_a, f"http://127.0.0.1:{page_port}/hang/kill")
-            procs[0].send_signal(signal.SIGKILL)
-            killed = time.monotonic()
-            async with NodeClient.connect(b_url, streaming=False) as plain_b:
-                failed = await plain_b.wait_for_state(task_id, S.TASK_STATE_FAILED, timeout=60)
-            print(
-                f"kill -9 of A: task {S.Name(failed.status.state)} on B after "
-                f"{time.monotonic() - killed:.1f} s (lease 15 s, sweep every 5 s)"
-            )
+            if args.kill:
+                task_id = await start(plain_a, f"http://127.0.0.1:{page_port}/hang/kill")
+                procs[0].send_signal(signal.SIGKILL)
+                killed = time.monotonic()
+                async with NodeClient.connect(b_url, streaming=False) as plain_b:
+                    failed = await plain_b.wait_for_state(task_id, S.TASK_STATE_FAILED, timeout=60)
+                print(
+                    f"kill -9 of A: task {S.Name(failed.status.state)} on B after "
+                    f"{time.monotonic() - killed:.1f} s (lease 15 s, sweep every 5 s)"
+                )
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -267,6 +271,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--cancels", type=int, default=100)
+    parser.add_argument("--kill", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--at-once", type=int, default=10, help="event tasks released together")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -47,6 +47,7 @@ from node.errors import ConfigError, StoreError
 from node.protocol import TERMINAL
 from node.store.ids import check_id, check_owner
 from node.store.lifecycle import NodeTaskStore
+from node.store.pg_pool import create_pool
 from node.store.recovery import DEFAULT_REASON, RUNNING_STATES, failed_task
 from node.store.sql import (
     LIVE_STATES,
@@ -172,9 +173,7 @@ class PostgresTaskStore(NodeTaskStore):
             if self._pool is not None:
                 return self._pool
             try:
-                pool = await asyncpg.create_pool(
-                    self.dsn, min_size=self._sizes[0], max_size=self._sizes[1]
-                )
+                pool = await create_pool(self.dsn, min_size=self._sizes[0], max_size=self._sizes[1])
             except (*_FAILURES, ValueError) as exc:
                 raise StoreError(f"cannot connect to the task store: {exc}") from exc
             try:

@@ -20,6 +20,7 @@ from a2a.types import TaskPushNotificationConfig
 
 from node.errors import StoreError
 from node.store.ids import check_id, check_owner
+from node.store.pg_pool import create_pool
 from node.store.push_configs import PushConfigStore, checked_config
 from node.store.sql import check_table_name
 
@@ -66,7 +67,7 @@ class PostgresPushConfigStore(PushConfigStore):
             if self._pool is not None:
                 return self._pool
             try:
-                pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self._max_size)
+                pool = await create_pool(self.dsn, min_size=1, max_size=self._max_size)
             except (*_FAILURES, ValueError) as exc:
                 raise StoreError(f"cannot connect to the push config store: {exc}") from exc
             try:
