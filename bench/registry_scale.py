@@ -34,8 +34,11 @@ import time
 from bisect import bisect
 from collections import Counter
 from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import asynccontextmanager
 from itertools import accumulate, zip_longest
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -53,7 +56,8 @@ from registry_search import free_port, run_wrk, start_registry, stop_registry, w
 from node.registry import RegistrySettings  # noqa: E402
 from node.registry.cards import parse_card  # noqa: E402
 from node.registry.records import AgentRecord, Skill  # noqa: E402
-from node.registry.store import AgentStore  # noqa: E402
+from node.registry.schema import agents, name_key, term_rows, terms, words  # noqa: E402
+from node.registry.store import AgentStore, Rows, rows_of  # noqa: E402
 
 
 def _words(text: str) -> list[str]:
@@ -122,6 +126,20 @@ def _a(word: str) -> str:
     return f"{'An' if word[0] in 'aeiou' else 'A'} {word}"
 
 
+_js = encode_basestring_ascii  # json.dumps of a str (ensure_ascii), without the call around it
+_NON_WORD = str.maketrans("-.;,", "    ")  # the generator's only non-word characters in text
+_agent_tuple = itemgetter(*(c.name for c in agents.columns))  # a row dict in column order
+_term_tuple = itemgetter(*(c.name for c in terms.columns))
+
+
+def _skill_json(s: Skill) -> str:
+    tags = ", ".join(map(_js, s.tags))
+    return (
+        f'{{"id": {_js(s.id)}, "name": {_js(s.name)}, "description": {_js(s.description)}, '
+        f'"tags": [{tags}]}}'
+    )
+
+
 def _zipf(n: int, s: float = 1.0) -> list[float]:
     """Cumulative Zipf weights over ``n`` ranks (for ``random.choices(cum_weights=...)``)."""
     return list(accumulate(1 / (rank**s) for rank in range(1, n + 1)))
@@ -143,8 +161,8 @@ class Population:
         self.counts: Counter[str] = Counter()  # "skill:x", "tag:x", "word:x" → agents
         self.count = False
 
-    def agent(self, i: int, now: float) -> tuple[AgentRecord, dict[str, Any]]:
-        """Agent number ``i``: its record as the store holds it, and its card."""
+    def _draw(self, i: int) -> tuple[str, str, str, str, list[Skill], str]:
+        """Agent number ``i``'s brand, name, id, host, skills and description."""
         r = random.Random(self.seed * 1_000_003 + i).random  # random.choice() is 3x slower
 
         def pick(seq: list[str]) -> str:
@@ -171,6 +189,11 @@ class Population:
             f"{_a(pick(ADJECTIVES))} {pick(DOMAINS)} agent by {brand} that helps "
             f"{pick(AUDIENCES)} {skills[0].name.lower()} and more."
         )
+        return brand, name, agent_id, host, skills, description
+
+    def agent(self, i: int, now: float) -> tuple[AgentRecord, dict[str, Any]]:
+        """Agent number ``i``: its record as the store holds it, and its card."""
+        brand, name, agent_id, host, skills, description = self._draw(i)
         card = {
             "name": name,
             "description": description,
@@ -195,14 +218,58 @@ class Population:
             last_seen=now,
         )
         if self.count:
-            self._count(record)
+            self._count(record, words(record))
         return record, card
 
-    def _count(self, record: AgentRecord) -> None:
+    def rows(self, first: int, last: int, now: float) -> Rows:
+        """Agents ``first`` to ``last`` as the store's rows, written out directly (no card
+        dict, no ``json.dumps``): the same rows as ``rows_of`` of their :meth:`agent` records
+        (``rev`` aside, random at every write), which a test checks."""
+        out = Rows([], [], [], [])
+        for i in range(first, last):
+            brand, name, agent_id, host, skills, description = self._draw(i)
+            card_url = f"{host}/{agent_id}/agent-card.json"
+            record = AgentRecord(agent_id, card_url, name, description, tuple(skills), {}, now, now)
+            skills_json = "[" + ", ".join(map(_skill_json, skills)) + "]"
+            card = (
+                f'{{"name": {_js(name)}, "description": {_js(description)}, '
+                f'"version": "1.{i % 7}.{i % 3}", "supportedInterfaces": [{{"url": '
+                f'{_js(host + "/a2a")}, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}}], '
+                f'"provider": {{"organization": {_js(brand)}, "url": {_js(host)}}}, '
+                f'"capabilities": {{"streaming": {"true" if i % 2 == 0 else "false"}}}, '
+                '"defaultInputModes": ["text/plain", "application/json"], '
+                f'"defaultOutputModes": ["text/plain"], "skills": {skills_json}}}'
+            )
+            parts = [name, description]
+            for s in skills:
+                parts += (s.id, s.name, s.description, *s.tags)
+            text = " ".join(parts).casefold().translate(_NON_WORD)
+            values = {
+                "id": agent_id,
+                "card_url": card_url,
+                "name": name,
+                "description": description,
+                "skills": skills_json,
+                "card": card,
+                "registered_at": now,
+                "last_seen": now,
+                "card_etag": None,
+                "rev": uuid4().hex,
+                "name_key": name_key(name),
+                "words": " ".join(dict.fromkeys(text.split())),
+            }
+            out.ids.append(agent_id)
+            out.urls.append(card_url)
+            out.agents.append(_agent_tuple(values))
+            out.terms.extend(map(_term_tuple, term_rows(record)))
+            if self.count:
+                self._count(record, values["words"])
+        return out
+
+    def _count(self, record: AgentRecord, words: str) -> None:
         keys = {f"skill:{s.id}" for s in record.skills}
         keys |= {f"tag:{t}" for s in record.skills for t in s.tags}
-        text = " ".join([record.name, record.description, *(s.description for s in record.skills)])
-        keys |= {f"word:{w.strip('.,;').lower()}" for w in text.split()}
+        keys.update(["word:" + w for w in words.split()])  # each word once
         self.counts.update(keys)
 
     def queries(self, seed: int = 7, n: int = 64) -> dict[str, list[str]]:
@@ -255,6 +322,29 @@ def check_generated(population: Population, sample: int = 50) -> None:
             record.description,
             record.skills,
         ), f"generated agent {i} differs from its parsed card"
+    direct = population.rows(0, sample, 0.0)
+    built = rows_of(population.agent(i, 0.0)[0] for i in range(sample))
+    rev = [c.name for c in agents.columns].index("rev")
+    assert (direct.ids, direct.urls, direct.terms) == (built.ids, built.urls, built.terms)
+    for a, b in zip(direct.agents, built.agents, strict=True):
+        assert a[:rev] + a[rev + 1 :] == b[:rev] + b[rev + 1 :], f"rows of {a[0]} differ"
+
+
+_WORKER: Population | None = None
+
+
+def _start_worker(seed: int) -> None:
+    global _WORKER
+    _WORKER = Population(seed)
+
+
+def _worker_rows(first: int, last: int, now: float, count: bool) -> tuple[Rows, Counter[str]]:
+    """In a worker process: the store's rows for agents ``first`` to ``last``, and the
+    generator's counts for them when ``count``."""
+    assert _WORKER is not None
+    _WORKER.count = count
+    _WORKER.counts.clear()
+    return _WORKER.rows(first, last, now), _WORKER.counts
 
 
 async def fill_store(
@@ -264,20 +354,31 @@ async def fill_store(
     *,
     chunk: int = 5000,
     last_seen: float | None = None,
+    workers: int = 0,
 ) -> tuple[float, list[str]]:
     """SIMULATED fill: write ``agents`` generated records straight into the store (registered
-    and last seen now, or at ``last_seen``); return the seconds it took and the ids."""
+    and last seen now, or at ``last_seen``); return the seconds it took and the ids.
+
+    With a store that has ``bulk_load`` and ``workers`` > 0, worker processes build the rows
+    (``rows_of``: what ``save`` writes) while this one writes them, and the secondary and text
+    indexes are built once at the end (counted in the time)."""
     store = AgentStore(db_url)
     await store.open()
     ids: list[str] = []
     save_many = getattr(store, "save_many", None)
+    bulk_load = getattr(store, "bulk_load", None)
     many_kwargs: dict[str, Any] = {}
     if save_many is not None:
         names = inspect.signature(save_many).parameters
         many_kwargs = {k: v for k, v in (("origin", "bench"), ("live_after", 0.0)) if k in names}
     start = time.perf_counter()
+    now = time.time() if last_seen is None else last_seen
     try:
-        now = time.time() if last_seen is None else last_seen
+        if bulk_load is not None and workers > 0:
+            async with bulk_load():
+                ids = await _fill_parallel(save_many, population, agents, chunk, now, workers)
+                print(f"  ... building the indexes ({time.perf_counter() - start:.0f} s)")
+            return time.perf_counter() - start, ids
         for first in range(0, agents, chunk):
             records = [
                 population.agent(i, now)[0] for i in range(first, min(agents, first + chunk))
@@ -295,6 +396,37 @@ async def fill_store(
     return time.perf_counter() - start, ids
 
 
+async def _fill_parallel(
+    save_many: Any, population: Population, agents: int, chunk: int, now: float, workers: int
+) -> list[str]:
+    """Rows built by ``workers`` processes, written here in order as they come."""
+    loop = asyncio.get_running_loop()
+    spans = [(f, min(agents, f + chunk)) for f in range(0, agents, chunk)]
+    ahead = workers * 2
+    ids: list[str] = []
+    start = time.perf_counter()
+    with ProcessPoolExecutor(
+        workers, initializer=_start_worker, initargs=(population.seed,)
+    ) as pool:
+
+        def submit(n: int) -> asyncio.Future[Any]:
+            first, last = spans[n]
+            return loop.run_in_executor(pool, _worker_rows, first, last, now, population.count)
+
+        pending = {n: submit(n) for n in range(min(ahead, len(spans)))}
+        for n in range(len(spans)):
+            rows, counts = await pending.pop(n)
+            if n + ahead < len(spans):
+                pending[n + ahead] = submit(n + ahead)
+            population.counts.update(counts)
+            await save_many(rows)
+            ids += rows.ids
+            if n and n % 20 == 0:
+                rate = len(ids) / (time.perf_counter() - start)
+                print(f"  ... {len(ids)} agents written ({rate:.0f}/s)", flush=True)
+    return ids
+
+
 async def _insert_rows(store: AgentStore, records: list[AgentRecord]) -> None:
     """For a store without ``save_many`` (before issue 14): one multi-row INSERT per chunk into
     its agents table, what ``save`` writes for a new id (no change-log rows: nobody follows)."""
@@ -305,8 +437,11 @@ async def _insert_rows(store: AgentStore, records: list[AgentRecord]) -> None:
 
 
 @asynccontextmanager
-async def fresh_database(base: str, prefix: str = "a2a_bench") -> AsyncIterator[str]:
-    """A new PostgreSQL database for this run (plain ``postgresql://`` URL), dropped after."""
+async def fresh_database(
+    base: str, prefix: str = "a2a_bench", *, keep: bool = False
+) -> AsyncIterator[str]:
+    """A new PostgreSQL database for this run (plain ``postgresql://`` URL), dropped after
+    unless ``keep``."""
     name = f"{prefix}_{uuid4().hex[:10]}"
     admin = await asyncpg.connect(base)
     try:
@@ -314,22 +449,32 @@ async def fresh_database(base: str, prefix: str = "a2a_bench") -> AsyncIterator[
         try:
             yield base.rsplit("/", 1)[0] + "/" + name
         finally:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if not keep:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
 
 
 @asynccontextmanager
-async def store_url(kind: str, base_pg: str | None) -> AsyncIterator[str]:
-    """A fresh, empty store of ``kind`` (``sqlite`` or ``postgresql``), removed afterwards."""
+async def store_url(kind: str, base_pg: str | None, *, keep: bool = False) -> AsyncIterator[str]:
+    """A fresh, empty store of ``kind`` (``sqlite`` or ``postgresql``), removed afterwards
+    unless ``keep`` (then measured again with ``--existing``)."""
     if kind == "sqlite":
+        if keep:
+            yield str(Path(tempfile.mkdtemp(prefix="a2a_bench_scale_")) / "registry.db")
+            return
         with tempfile.TemporaryDirectory(prefix="a2a_bench_scale_") as tmp:
             yield str(Path(tmp) / "registry.db")
     else:
         if not base_pg:
             sys.exit("set A2A_NODE_TEST_PG_URL (source /tmp/pgenv) for PostgreSQL")
-        async with fresh_database(base_pg, "a2a_bench_scale") as url:
+        async with fresh_database(base_pg, "a2a_bench_scale", keep=keep) as url:
             yield url
+
+
+@asynccontextmanager
+async def existing(db: str) -> AsyncIterator[str]:
+    yield db
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
@@ -364,14 +509,25 @@ def uptime() -> str:
 
 async def measure(kind: str, args: argparse.Namespace, population: Population) -> dict[str, Any]:
     out: dict[str, Any] = {"store": kind}
-    async with store_url(kind, os.environ.get("A2A_NODE_TEST_PG_URL")) as db:
-        print(f"\n== {kind}: SIMULATED fill of {args.agents} generated agents (load {uptime()})")
-        seconds, _ = await fill_store(
-            RegistrySettings(db=db).db_url, population, args.agents, chunk=args.chunk
-        )
-        out["fill_s"] = seconds
-        print(f"wrote {args.agents} agents into the store in {seconds:.0f} s "
-              f"({args.agents / seconds:.0f}/s)")  # fmt: skip
+    pg = os.environ.get("A2A_NODE_TEST_PG_URL")
+    store = existing(args.existing) if args.existing else store_url(kind, pg, keep=args.keep)
+    async with store as db:
+        if args.existing:
+            print(f"\n== {kind}: the existing store {db} (filled before; no counts)")
+        else:
+            print(f"\n== {kind}: SIMULATED fill of {args.agents} agents (load {uptime()})")
+            if args.keep:
+                print(f"kept after the run (--existing {db})")
+            seconds, _ = await fill_store(
+                RegistrySettings(db=db).db_url,
+                population,
+                args.agents,
+                chunk=args.chunk,
+                workers=args.workers,
+            )
+            out["fill_s"] = seconds
+            print(f"wrote {args.agents} agents into the store in {seconds:.0f} s "
+                  f"({args.agents / seconds:.0f}/s, load {uptime()})")  # fmt: skip
         settings = RegistrySettings(
             port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=86_400
         )
@@ -432,6 +588,11 @@ async def main() -> None:
     parser.add_argument("--stores", default="sqlite,postgresql", help="comma-separated")
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk -c1 run")
     parser.add_argument("--chunk", type=int, default=5000, help="records per store write")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="processes building rows (0: none)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the filled stores")
+    parser.add_argument("--existing", help="measure this kept store (one kind in --stores)")
     parser.add_argument("--ready-timeout", type=float, default=1800, help="registry start-up")
     args = parser.parse_args()
     population = Population()

@@ -83,6 +83,7 @@ terms = Table(
     Column("name_key", _bytewise(), nullable=False),
     Column("agent_id", _bytewise(128), ForeignKey(agents.c.id, ondelete="CASCADE"), nullable=False),
     PrimaryKeyConstraint("kind", "term", "name_key", "agent_id"),
+    sqlite_with_rowid=False,  # one B-tree (the key's), not a table and its key's index
 )
 INDEXES = (
     Index("registry_agents_last_seen", agents.c.last_seen),

@@ -153,6 +153,7 @@ class AgentStore:
         self.trigram = True
         """Whether free text is served by a trigram index (PostgreSQL without the ``pg_trgm``
         extension, which this user could not create, scans instead)."""
+        self._bulk = False  # inside bulk_load: FTS entries and secondary indexes come at the end
 
     @property
     def dialect(self) -> str:
@@ -180,14 +181,7 @@ class AgentStore:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
             await conn.run_sync(metadata.create_all)
             await conn.run_sync(_add_columns)  # a table from an older version
-            for index in INDEXES:
-                await conn.run_sync(index.create, checkfirst=True)
-            if engine.dialect.name == "sqlite":
-                for statement in SQLITE_DDL:
-                    await conn.execute(text(statement))
-            else:
-                await conn.execute(text(PG_WORDS_INDEX))
-                self.trigram = await _trigram_index(conn)
+            await self._build_indexes(conn)
 
     async def close(self) -> None:
         if self._engine is not None:
@@ -333,15 +327,16 @@ class AgentStore:
             await self._insert(conn, [record])
         return record, previous is None
 
-    async def save_many(self, records: Sequence[AgentRecord]) -> None:
+    async def save_many(self, records: Sequence[AgentRecord] | Rows) -> None:
         """Insert ``records`` in one transaction (batched statements), replacing the rows with
         the same ids or card URLs: the bulk path (imports, simulations). Unlike :meth:`save`,
-        nothing is checked against live rows and ``registered_at`` is taken as given."""
-        records = list({r.card_url: r for r in {r.id: r for r in records}.values()}.values())
-        if not records:
+        nothing is checked against live rows and ``registered_at`` is taken as given. The rows
+        may come already built (:func:`rows_of`, e.g. in worker processes)."""
+        rows = records if isinstance(records, Rows) else rows_of(records)
+        if not rows.ids:
             return
         async with self._writing("save agents") as conn:
-            ids, urls = [r.id for r in records], [r.card_url for r in records]
+            ids, urls = rows.ids, rows.urls
             replaced: set[str] = set()  # read first: deleting is dear, and mostly finds nothing
             if self.dialect == "postgresql":
                 found = await conn.execute(text(_HELD_SQL), {"ids": ids, "urls": urls})
@@ -353,7 +348,44 @@ class AgentStore:
             old = sorted(replaced)
             for start in range(0, len(old), CHUNK):
                 await self._delete(conn, agents.c.id.in_(old[start : start + CHUNK]))
-            await self._insert_bulk(conn, records)
+            await self._insert_bulk(conn, rows)
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """Fill an EMPTY store fast (simulations, a first import): inside, :meth:`save_many`
+        writes rows and terms only; the secondary indexes (and SQLite's FTS entries) are
+        dropped first and built once at the end, sorted, instead of row by row. Nothing may
+        search this store meanwhile; raises :class:`RegistryError` when it holds rows."""
+        engine = self._eng()
+        async with _translated("prepare a bulk load"), engine.begin() as conn:
+            if await conn.scalar(select(agents.c.id).limit(1)) is not None:
+                raise RegistryError("a bulk load needs an empty registry store")
+            for name in _deferred_indexes(engine.dialect.name):
+                await conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+        self._bulk = True
+        try:
+            yield
+        finally:
+            self._bulk = False
+            async with _translated("finish a bulk load"), engine.begin() as conn:
+                await self._build_indexes(conn, fill_fts=True)
+
+    async def _build_indexes(self, conn: AsyncConnection, *, fill_fts: bool = False) -> None:
+        """Create every secondary index (those that exist are left alone); with ``fill_fts``
+        (after a bulk load into an empty store, so every row is served) fill SQLite's FTS
+        tables from the rows."""
+        if self.dialect == "postgresql":
+            await conn.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+        for index in INDEXES:
+            await conn.run_sync(index.create, checkfirst=True)
+        if self.dialect == "sqlite":
+            for statement in SQLITE_DDL:
+                await conn.execute(text(statement))
+            for name in FTS_TABLES if fill_fts else ():
+                await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('rebuild')"))
+        else:
+            await conn.execute(text(PG_WORDS_INDEX))
+            self.trigram = await _trigram_index(conn)
 
     async def index(self, record: AgentRecord) -> None:
         """Serve a row found servable (one not written by the registry, or set aside before)."""
@@ -465,20 +497,21 @@ class AgentStore:
             await conn.execute(terms.insert(), rows)
         await self._reindex(conn, [r.id for r in records])
 
-    async def _insert_bulk(self, conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
+    async def _insert_bulk(self, conn: AsyncConnection, rows: Rows) -> None:
         """:meth:`_insert` straight through the driver: ``COPY`` on PostgreSQL, one
         ``executemany`` on SQLite, in the transaction ``conn`` holds (already begun: the bulk
-        path deletes first). JSON is encoded as the engine's serializer would."""
-        rows = [_row_values(r) for r in records]
-        found = [tuple(t[c] for c in _TERM_COLUMNS) for r in records for t in term_rows(r)]
+        path deletes first)."""
         driver: Any = (await conn.get_raw_connection()).driver_connection
         if self.dialect == "postgresql":
-            await driver.copy_records_to_table(agents.name, records=rows, columns=_COLUMNS)
-            await driver.copy_records_to_table(terms.name, records=found, columns=_TERM_COLUMNS)
+            await driver.copy_records_to_table(agents.name, records=rows.agents, columns=_COLUMNS)
+            await driver.copy_records_to_table(
+                terms.name, records=rows.terms, columns=_TERM_COLUMNS
+            )
         else:
-            await driver.executemany(_INSERT_SQL[0], rows)
-            await driver.executemany(_INSERT_SQL[1], found)
-        await self._reindex(conn, [r.id for r in records])
+            await driver.executemany(_INSERT_SQL[0], rows.agents)
+            await driver.executemany(_INSERT_SQL[1], rows.terms)
+        if not self._bulk:
+            await self._reindex(conn, rows.ids)
 
     async def _delete(self, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
         """Delete the rows ``where`` says (their terms by cascade, FTS entries first)."""
@@ -500,7 +533,7 @@ class AgentStore:
     async def _unindex(self, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
         """Take the served rows ``where`` says out of SQLite's FTS tables (one statement each,
         with the values they were indexed with, as external-content tables need)."""
-        if self.dialect != "sqlite":
+        if self.dialect != "sqlite" or self._bulk:  # in a bulk load the FTS tables come last
             return
         for name, col in FTS_TABLES.items():
             fts = table(name, column(name), column("rowid"), column(col))
@@ -600,6 +633,36 @@ def _row_values(record: AgentRecord) -> tuple[Any, ...]:
     row = _to_row(record)
     row["skills"], row["card"] = _dumps(row["skills"]), _dumps(row["card"])
     return tuple(row[c] for c in _COLUMNS)
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Records as the driver writes them (:func:`rows_of`): picklable tuples in column order."""
+
+    ids: list[str]
+    urls: list[str]
+    agents: list[tuple[Any, ...]]
+    terms: list[tuple[str, ...]]
+
+
+def rows_of(records: Iterable[AgentRecord]) -> Rows:
+    """The rows :meth:`AgentStore.save_many` writes for ``records`` (the last record of an id
+    or card URL wins), exactly what :meth:`AgentStore.save` writes for each."""
+    chosen = list({r.card_url: r for r in {r.id: r for r in records}.values()}.values())
+    return Rows(
+        ids=[r.id for r in chosen],
+        urls=[r.card_url for r in chosen],
+        agents=[_row_values(r) for r in chosen],
+        terms=[tuple(t[c] for c in _TERM_COLUMNS) for r in chosen for t in term_rows(r)],
+    )
+
+
+def _deferred_indexes(dialect: str) -> list[str]:
+    """The indexes a bulk load builds at the end (constraints' own indexes stay)."""
+    names = [index.name for index in INDEXES if index.name]
+    if dialect == "sqlite":
+        return [*names, "registry_agents_window"]
+    return [*names, "registry_agents_words", "registry_agents_names"]
 
 
 class _Undecodable(Exception):
