@@ -14,6 +14,11 @@ Run: ``.venv/bin/python bench/registry_fill.py`` (``--agents 10000`` for a quick
 3. Bulk: a second registry fills ``--agents`` other cards with ``a2a-node registry import FILE``
    (the CLI, as a subprocess: batches of 1,000 to ``POST /v1/agents:import``), then imports the
    same file again (all unchanged).
+
+``--breakdown N`` instead measures, in this process, the CPU each stage of a registration costs
+(``time.process_time``, all threads, so not affected by how busy the machine is): fetching N
+cards through the registry's :class:`CardFetcher` (SSRF guard, slots), validating them, building
+the records, and writing them with ``save_many`` in batches of ``--batch`` to a SQLite file.
 """
 
 from __future__ import annotations
@@ -105,6 +110,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+CARD_PIDS: list[int] = []
+
+
+def cards_cpu() -> float:
+    """CPU seconds the card server processes have used so far."""
+    return sum(cpu_seconds(pid) for pid in CARD_PIDS)
+
+
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
@@ -133,18 +146,19 @@ def wrk_round(
 
 
 async def fill_api(registry_url: str, pid: int, cards_url: str, args: argparse.Namespace) -> None:
-    offset, done, elapsed, cpu = 0, 0, 0.0, cpu_seconds(pid)
+    offset, done, elapsed, cpu, served = 0, 0, 0.0, cpu_seconds(pid), cards_cpu()
     while done < args.agents:
         start = time.perf_counter()
         requests, offset, rps = wrk_round(registry_url, cards_url, offset, args.round, args)
         elapsed += time.perf_counter() - start
         done = await agents_of(registry_url)
         print(f"  round: {requests} registrations in {args.round} s ({rps:.0f}/s), {done} agents")
-    cpu = cpu_seconds(pid) - cpu
+    cpu, served = cpu_seconds(pid) - cpu, cards_cpu() - served
     print(
         f"POST /v1/agents: {done} agents in {elapsed:.1f} s = {done / elapsed:.0f} registrations/s "
         f"(wrk -t{args.wrk_threads} -c{args.connections}); registry CPU {cpu:.1f} s = "
-        f"{done / cpu:.0f} registrations per CPU second; {uptime()}"
+        f"{done / cpu:.0f} registrations per CPU second ({cpu * 1e6 / done:.0f} us each); "
+        f"card server {served * 1e6 / done:.0f} us CPU per card; {uptime()}"
     )
     # The same cards again: every fetch is conditional and answered 304 (no parse).
     cpu = cpu_seconds(pid)
@@ -158,7 +172,7 @@ async def fill_api(registry_url: str, pid: int, cards_url: str, args: argparse.N
 
 def run_import(registry_url: str, pid: int, path: Path, args: argparse.Namespace) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start, cpu = time.perf_counter(), cpu_seconds(pid)
+    start, cpu, served = time.perf_counter(), cpu_seconds(pid), cards_cpu()
     out = subprocess.run(
         [sys.executable, "-m", "node.cli", "registry", "import", str(path), "--registry",
          registry_url, "--batch", str(args.batch), "--concurrency", str(args.import_concurrency)],
@@ -166,12 +180,80 @@ def run_import(registry_url: str, pid: int, path: Path, args: argparse.Namespace
     )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"import failed ({out.returncode}):\n{out.stdout}\n{out.stderr[-2000:]}")
-    cpu = cpu_seconds(pid) - cpu
+    cpu, served = cpu_seconds(pid) - cpu, cards_cpu() - served
     lines = sum(1 for _ in path.open())
     return (
         f"{out.stdout.strip()} [wall {time.perf_counter() - start:.1f} s with CLI start-up; "
-        f"registry CPU {cpu:.1f} s = {lines / cpu:.0f} per CPU second]"
+        f"registry CPU {cpu:.1f} s = {lines / cpu:.0f} per CPU second ({cpu * 1e6 / lines:.0f} "
+        f"us each); card server {served * 1e6 / lines:.0f} us CPU per card]"
     )
+
+
+async def breakdown(cards_url: str, tmp: str, args: argparse.Namespace) -> None:
+    """CPU per card of each stage of the import path, measured in this process."""
+    from node.registry.bulk import Prepared, prepare_all
+    from node.registry.cards import card_from_body
+    from node.registry.fetcher import CardFetcher
+    from node.registry.service import Registry
+    from node.registry.store import AgentStore
+    from node.tooling.guards.urls import UrlGuard
+
+    n, first = args.breakdown, 20_000_000
+    settings = settings_for(tmp, "breakdown")
+    urls = [f"{cards_url}/agents/{first + i}/card.json" for i in range(n)]
+    fetcher = CardFetcher(UrlGuard(allow_cidrs=list(settings.allow_cidrs)), settings)
+    await fetcher.fetch(urls[0], wait_s=None)  # connections and DNS out of the figures
+    costs: dict[str, float] = {}
+
+    async def fetch_all() -> list[bytes]:
+        sem = asyncio.Semaphore(settings.fetch_concurrency)
+
+        async def one(url: str) -> bytes:
+            async with sem:
+                body = (await fetcher.fetch(url, wait_s=None)).body
+                assert body is not None
+                return body
+
+        return list(await asyncio.gather(*(one(u) for u in urls)))
+
+    for _ in range(2):  # the lower of two runs
+        start = time.process_time()
+        bodies = await fetch_all()
+        cpu = time.process_time() - start
+        costs["fetch (CardFetcher.fetch)"] = min(cpu, costs.get("fetch (CardFetcher.fetch)", cpu))
+    for _ in range(2):
+        start = time.process_time()
+        for body in bodies:
+            card_from_body(body)
+        cpu = time.process_time() - start
+        costs["validate (card_from_body)"] = min(cpu, costs.get("validate (card_from_body)", cpu))
+    for _ in range(2):
+        start = time.process_time()
+        got = await prepare_all(fetcher, urls, {}, wait_s=None)
+        cpu = time.process_time() - start
+        key = "fetch + validate (prepare_all, as imports)"
+        costs[key] = min(cpu, costs.get(key, cpu))
+    await fetcher.aclose()
+    store = AgentStore(settings.db_url)
+    await store.open()
+    registry = Registry(settings, store, lambda: None)  # type: ignore[arg-type,return-value]
+    now = time.time()
+    start = time.process_time()
+    records = []
+    for g in got:
+        assert isinstance(g, Prepared)
+        record = registry._record(g, now, now)
+        assert registry.unservable(record, render=False) is None  # as registrations check
+        records.append(record)
+    costs["record + unservable check"] = time.process_time() - start
+    start = time.process_time()
+    for i in range(0, n, args.batch):
+        await store.save_many(records[i : i + args.batch])
+    costs[f"store.save_many (batches of {args.batch})"] = time.process_time() - start
+    await store.close()
+    for stage, cpu in costs.items():
+        print(f"  {stage:42s} {cpu * 1e6 / n:7.0f} us per card")
+    print(f"breakdown of {n} cards; {uptime()}")
 
 
 def settings_for(tmp: str, name: str) -> RegistrySettings:
@@ -194,15 +276,20 @@ async def main() -> None:
     parser.add_argument("--import-concurrency", type=int, default=4)
     parser.add_argument("--skip-api", action="store_true")
     parser.add_argument("--skip-import", action="store_true")
+    parser.add_argument("--breakdown", type=int, default=0, metavar="N")
     args = parser.parse_args()
 
     cards_port = free_port()
     cards_url = f"http://127.0.0.1:{cards_port}"
     card_servers = start_card_servers(cards_port, args.card_processes)
+    CARD_PIDS.extend(s.pid for s in card_servers if s.pid is not None)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             await wait_ready(cards_url + "/agents/0/card.json")
             print(f"card server: {args.card_processes} asyncio process(es); {uptime()}")
+            if args.breakdown:
+                await breakdown(cards_url, tmp, args)
+                return
             if not args.skip_api:
                 settings = settings_for(tmp, "api")
                 registry = start_registry(settings)

@@ -78,15 +78,23 @@ async def prepare_all(
     *,
     wait_s: float | None,
 ) -> list[Prepared | Unchanged | RegistryError]:
-    """:func:`prepare` for every URL at once (the fetcher's slots bound the concurrency)."""
+    """:func:`prepare` for every URL, one per URL in order: as many workers as the fetcher
+    has slots take the URLs in turn (the slots still bound the fetches, per host too), so a
+    batch of 1,000 URLs costs a few dozen tasks, not a task and a slot waiter per URL."""
+    out: list[Prepared | Unchanged | RegistryError | None] = [None] * len(urls)
+    todo = iter(enumerate(urls))
 
-    async def one(url: str) -> Prepared | Unchanged | RegistryError:
-        try:
-            return await prepare(fetcher, url, stored=stored.get(url), wait_s=wait_s)
-        except RegistryError as exc:
-            return exc
+    async def work() -> None:
+        for i, url in todo:
+            try:
+                out[i] = await prepare(fetcher, url, stored=stored.get(url), wait_s=wait_s)
+            except RegistryError as exc:
+                out[i] = exc
 
-    return list(await asyncio.gather(*(one(url) for url in urls)))
+    await asyncio.gather(*(work() for _ in range(min(len(urls), fetcher.concurrency))))
+    done = [o for o in out if o is not None]
+    assert len(done) == len(urls)
+    return done
 
 
 def import_body(outcomes: Sequence[Outcome]) -> dict[str, Any]:

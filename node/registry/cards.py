@@ -17,6 +17,7 @@ Limits (each refused with a 4xx naming it, before anything is stored):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +29,7 @@ from google.protobuf.json_format import ParseDict, ParseError
 from pydantic import ValidationError
 
 from node.protocol import AGENT_ID_PATTERN, HOP, SKILL_SCHEMAS
-from node.registry import safejson
+from node.registry import card_shape, safejson
 from node.registry.errors import (
     InvalidCard,
     InvalidUrl,
@@ -91,21 +92,73 @@ def parse_card(document: object, *, checked: bool = False) -> CardInfo:
             safejson.check(document)
     except safejson.UnsafeJson as exc:
         raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
-    card = _agent_card(document)
+    card = _card_view(document)
     if not card.name.strip():
         raise InvalidCard("card has no name")
     if len(card.name) > MAX_NAME_CHARS:
         raise InvalidCard(f"card name is longer than {MAX_NAME_CHARS} characters")
-    if not any(i.url for i in card.supported_interfaces):
+    if not card.has_interface_url:
         raise InvalidCard("card has no supportedInterfaces entry with a url")
     if not isinstance(document.get("skills"), list):
         raise InvalidCard("card has no skills list")
-    skills = tuple(
-        Skill(id=s.id, name=s.name, description=s.description, tags=tuple(s.tags))
-        for s in card.skills
+    _check_skills(card.skills)
+    return CardInfo(_agent_id(card), card.name, card.description, card.skills, document)
+
+
+@dataclass(frozen=True, slots=True)
+class _CardView:
+    """What the registry reads from a valid card, however it was validated."""
+
+    name: str
+    description: str
+    has_interface_url: bool
+    skills: tuple[Skill, ...]
+    extensions: tuple[tuple[str, Mapping[str, Any]], ...]  # (uri, params)
+
+
+def _card_view(document: dict[str, Any], *, fast: bool = True) -> _CardView:
+    """Validate ``document`` as an A2A ``AgentCard``: straight from the dict when
+    :func:`card_shape.fits` vouches that ``ParseDict`` accepts it (most cards), else by
+    ``ParseDict`` (or the 0.3 model) itself, which accepts or refuses as it always has."""
+    if fast and "supportedInterfaces" in document and card_shape.fits(document):
+        return _view_of_dict(document)
+    card = _agent_card(document)
+    return _CardView(
+        card.name,
+        card.description,
+        any(i.url for i in card.supported_interfaces),
+        tuple(
+            Skill(id=s.id, name=s.name, description=s.description, tags=tuple(s.tags))
+            for s in card.skills
+        ),
+        tuple((e.uri, e.params) for e in card.capabilities.extensions),
     )
-    _check_skills(skills)
-    return CardInfo(_agent_id(card), card.name, card.description, skills, document)
+
+
+def _view_of_dict(document: dict[str, Any]) -> _CardView:
+    """The view of a card :func:`card_shape.fits` accepted (absent fields read as protobuf
+    defaults, as from the parsed message)."""
+    get = card_shape.field
+    interfaces = get(document, "supportedInterfaces", "supported_interfaces", [])
+    capabilities = get(document, "capabilities", "capabilities", {})
+    return _CardView(
+        get(document, "name", "name"),
+        get(document, "description", "description"),
+        any(get(i, "url", "url") for i in interfaces),
+        tuple(
+            Skill(
+                id=get(s, "id", "id"),
+                name=get(s, "name", "name"),
+                description=get(s, "description", "description"),
+                tags=tuple(get(s, "tags", "tags", [])),
+            )
+            for s in get(document, "skills", "skills", [])
+        ),
+        tuple(
+            (get(e, "uri", "uri"), get(e, "params", "params", {}))
+            for e in get(capabilities, "extensions", "extensions", [])
+        ),
+    )
 
 
 def _agent_card(document: dict[str, Any]) -> AgentCard:
@@ -154,15 +207,15 @@ def _check_skills(skills: tuple[Skill, ...]) -> None:
                 )
 
 
-def _agent_id(card: AgentCard) -> str:
+def _agent_id(card: _CardView) -> str:
     """Declared in the SKILL_SCHEMAS (or HOP) extension's params, else a slug of the name.
 
     The same rule as :func:`node.peers.cards.agent_id`, so a node has one id everywhere.
     """
     for uri in (SKILL_SCHEMAS, HOP):
-        for ext in card.capabilities.extensions:
-            if ext.uri == uri and "agent_id" in ext.params:
-                agent_id = ext.params["agent_id"]
+        for ext_uri, params in card.extensions:
+            if ext_uri == uri and "agent_id" in params:
+                agent_id = params["agent_id"]
                 if not isinstance(agent_id, str) or not AGENT_ID_PATTERN.match(agent_id):
                     raise InvalidCard(f"agent_id in {uri} must match {AGENT_ID_PATTERN.pattern}")
                 return agent_id

@@ -22,11 +22,9 @@ server sent no ETag) is compared with the body's hash by :meth:`Fetched.unchange
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import socket
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from ipaddress import ip_address
 
@@ -99,48 +97,81 @@ class _Host:
 
 
 class FetchSlots:
-    """A global semaphore and one per origin; a waiter gives up after a bounded time."""
+    """A global semaphore and one per origin; a waiter gives up after a bounded time.
+
+    ``async with slots.slot(origin, wait_s):`` holds one of each. A slot free at once is taken
+    without arming a timer (the common case costs two semaphore operations)."""
 
     def __init__(self, total: int, per_host: int) -> None:
         self._total = asyncio.Semaphore(total)
         self._per_host = per_host
         self._hosts: dict[str, _Host] = {}  # only origins with a fetch running or waiting
 
-    @contextlib.asynccontextmanager
-    async def slot(self, origin: str, wait_s: float | None) -> AsyncIterator[None]:
+    def slot(self, origin: str, wait_s: float | None) -> _Slot:
         """Hold a slot for ``origin``; :class:`HostBusy` / :class:`Busy` after ``wait_s``."""
+        return _Slot(self, origin, wait_s)
+
+    async def acquire(self, origin: str, wait_s: float | None) -> _Host:
         host = self._hosts.get(origin)
         if host is None:
             host = self._hosts[origin] = _Host(asyncio.Semaphore(self._per_host))
         host.users += 1
-        loop = asyncio.get_running_loop()
-        deadline = None if wait_s is None else loop.time() + wait_s
         try:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await host.slots.acquire()
-            except TimeoutError:
+            deadline = None if wait_s is None else asyncio.get_running_loop().time() + wait_s
+            if not await _take(host.slots, deadline):
                 raise HostBusy(
                     f"{self._per_host} card fetches from {origin} are already running; retry later"
-                ) from None
+                )
             try:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        await self._total.acquire()
-                except TimeoutError:
-                    raise Busy(
-                        "the registry is fetching as many cards as it may; retry later"
-                    ) from None
-                try:
-                    yield
-                finally:
-                    self._total.release()
-            finally:
+                if not await _take(self._total, deadline):
+                    raise Busy("the registry is fetching as many cards as it may; retry later")
+            except BaseException:
                 host.slots.release()
-        finally:
-            host.users -= 1
-            if host.users == 0:
-                del self._hosts[origin]
+                raise
+        except BaseException:
+            self._leave(origin, host)
+            raise
+        return host
+
+    def release(self, origin: str, host: _Host) -> None:
+        self._total.release()
+        host.slots.release()
+        self._leave(origin, host)
+
+    def _leave(self, origin: str, host: _Host) -> None:
+        host.users -= 1
+        if host.users == 0:
+            del self._hosts[origin]
+
+
+async def _take(semaphore: asyncio.Semaphore, deadline: float | None) -> bool:
+    """Acquire ``semaphore`` by ``deadline`` (loop time; ``None``: no limit); False if not."""
+    if not semaphore.locked() or deadline is None:
+        await semaphore.acquire()
+        return True
+    try:
+        async with asyncio.timeout_at(deadline):
+            await semaphore.acquire()
+    except TimeoutError:
+        return False
+    return True
+
+
+class _Slot:
+    """``async with`` form of :meth:`FetchSlots.acquire` / :meth:`FetchSlots.release`."""
+
+    __slots__ = ("_host", "_origin", "_slots", "_wait_s")
+
+    def __init__(self, slots: FetchSlots, origin: str, wait_s: float | None) -> None:
+        self._slots, self._origin, self._wait_s = slots, origin, wait_s
+        self._host: _Host | None = None
+
+    async def __aenter__(self) -> None:
+        self._host = await self._slots.acquire(self._origin, self._wait_s)
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._host is not None
+        self._slots.release(self._origin, self._host)
 
 
 class CardFetcher:
@@ -150,10 +181,12 @@ class CardFetcher:
         self._guard = guard
         self._timeout_s = settings.fetch_timeout_s
         self._max_bytes = settings.max_card_bytes
-        self._limit = settings.fetch_concurrency
+        self.concurrency = settings.fetch_concurrency
+        """Most fetches in flight at once."""
         self._limit_per_host = settings.fetch_per_host
         self.slots = FetchSlots(settings.fetch_concurrency, settings.fetch_per_host)
         self._session: aiohttp.ClientSession | None = None
+        self._literals: dict[str, bool] = {}  # host -> allowed (True for names)
         self.requests = 0
         """HTTP requests sent (tests and benches)."""
         self.conditional = 0
@@ -162,7 +195,7 @@ class CardFetcher:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:  # made on first use, inside the running loop
             connector = aiohttp.TCPConnector(
-                limit=self._limit,
+                limit=self.concurrency,
                 limit_per_host=self._limit_per_host,
                 resolver=_GuardedResolver(self._guard),
                 ttl_dns_cache=10,
@@ -172,6 +205,7 @@ class CardFetcher:
                 cookie_jar=aiohttp.DummyCookieJar(),
                 headers=_HEADERS,
                 trust_env=False,
+                timeout=aiohttp.ClientTimeout(),  # fetch() bounds the whole fetch itself
             )
         return self._session
 
@@ -208,12 +242,11 @@ class CardFetcher:
                 ) from exc
 
     async def _get(self, target: URL, etag: str | None) -> Fetched:
-        headers = {"If-None-Match": etag} if etag else {}
+        headers = {"If-None-Match": etag} if etag else None
         for _hop in range(self._guard.max_redirects + 1):
             if target.scheme not in ("http", "https") or not target.host:
                 raise UrlRefused(f"card URL refused: a redirect to {str(target)[:200]!r}")
-            with contextlib.suppress(ValueError):  # a name: the resolver checks it
-                _check(self._guard, target.host, str(ip_address(target.host)))
+            self._check_literal(target.host)
             self.requests += 1
             self.conditional += bool(headers)
             async with self._http().get(target, headers=headers, allow_redirects=False) as r:
@@ -227,9 +260,29 @@ class CardFetcher:
                     raise CardUnreachable(f"card URL answered HTTP {r.status}")
                 if r.content_length is not None and r.content_length > self._max_bytes:
                     raise CardTooLarge(f"card is larger than {self._max_bytes} bytes")
-                body = await self._read(r)
+                if r.content_length is not None and "Content-Encoding" not in r.headers:
+                    body = await r.read()  # the length is the body's, and within the limit
+                else:  # unknown length, or decompressed: count while reading
+                    body = await self._read(r)
                 return Fetched(body, validator(body, r.headers.get("ETag")))
         raise CardUnreachable(f"card URL needed more than {self._guard.max_redirects} redirects")
+
+    def _check_literal(self, host: str) -> None:
+        """Refuse an IP-literal host the guard refuses (names are checked by the resolver);
+        the answers for recent hosts are kept."""
+        allowed = self._literals.get(host)
+        if allowed is None:
+            try:
+                address = ip_address(host.split("%", 1)[0])
+            except ValueError:
+                allowed = True  # a name: the resolver checks every address it gives
+            else:
+                allowed = self._guard.allows(address)
+            if len(self._literals) >= 4096:
+                self._literals.clear()
+            self._literals[host] = allowed
+        if not allowed:
+            _check(self._guard, host, host)  # raises, saying why
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         chunks: list[bytes] = []

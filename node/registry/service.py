@@ -156,7 +156,7 @@ class Registry:
         )
         self._write = asyncio.Lock()
         self._last_sweep = float("-inf")
-        self._known = KnownAgents()
+        self._known = KnownAgents(settings.known_agents)
         self._misses: Batcher[str, Stored | BadRow | None] = Batcher(self._read_many)
         self._beats = HeartbeatBatch(store, settings.heartbeat_flush, self._known)
         self._cards = CardCache(CARD_CACHE_BYTES)
@@ -180,6 +180,11 @@ class Registry:
     async def flush(self) -> None:
         """Write the queued heartbeats now (tests, and before a sweep)."""
         await self._beats.flush()
+
+    @property
+    def known(self) -> KnownAgents:
+        """The entries this replica keeps for heartbeats (:mod:`node.registry.heartbeat_route`)."""
+        return self._known
 
     @property
     def write_transactions(self) -> int:
@@ -344,7 +349,7 @@ class Registry:
         if holder is not None and holder.card_url == url:
             since = holder
         record = self._record(got, since.registered_at if since else now, now)
-        if (reason := self.unservable(record)) is not None:
+        if (reason := self.unservable(record, render=False)) is not None:  # see _record
             raise InvalidCard(f"the card cannot be served: {reason}")
         batch[record.id] = record
         return record, since is None
@@ -430,12 +435,15 @@ class Registry:
             else now
         )
         record = self._record(got, registered_at, now)
-        if (reason := self.unservable(record)) is not None:
+        if (reason := self.unservable(record, render=False)) is not None:
             raise InvalidCard(f"the card cannot be served: {reason}")
         return record
 
     @staticmethod
     def _record(got: Prepared, registered_at: float, now: float) -> AgentRecord:
+        """The record of a card just validated. It is checked with ``render=False``: its card
+        came from :func:`safejson.loads` and its texts from the card, so it renders as JSON
+        (the times are still checked); rendering it once more cost as much as the checks."""
         info = got.info
         return AgentRecord(
             id=info.agent_id,
