@@ -4,14 +4,24 @@ Same table as :mod:`node.store.push_sqlite` (``owner, task_id, config_id, create
 TEXT ids ``COLLATE "C"``, the config as BYTEA), on a small asyncpg pool of its own (two
 connections: configs are written rarely and read once per batch of a task's events). Replicas
 sharing the database share the configs.
+
+Delivery looks up a task's configs for every batch of its events, and most tasks have none: the
+lookups are cached per task (an LRU of :data:`CACHE_TASKS` tasks) while this store listens on its
+table's channel. Every write of a config sends ``pg_notify(<channel>, <task id>)`` in its
+transaction, so each replica drops that task's entry when the write commits (a lookup that raced
+with a notification is not cached). When the listening connection is lost, the cache is emptied
+and not used until a later lookup (at most every :data:`RELISTEN_S`) listens again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 from a2a.server.context import ServerCallContext
@@ -25,6 +35,10 @@ from node.store.push_configs import PushConfigStore, checked_config
 from node.store.sql import check_table_name
 
 _FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
+CACHE_TASKS = 10_000
+"""How many tasks' dispatch lookups are kept (most recently used)."""
+RELISTEN_S = 5.0
+"""How often a lookup may try to listen again after the listening connection was lost."""
 
 
 class PostgresPushConfigStore(PushConfigStore):
@@ -44,6 +58,11 @@ class PostgresPushConfigStore(PushConfigStore):
         self._max_size = max_size
         self._pool: asyncpg.Pool | None = None
         self._init_lock = asyncio.Lock()
+        self.channel = ""  # named on connect: one per schema and table
+        self._listener: asyncpg.Connection | None = None
+        self._listen_tried = 0.0
+        self._cache: OrderedDict[str, tuple[bytes, ...]] = OrderedDict()
+        self._changes = 0  # notifications seen: a lookup overtaken by one is not cached
         t = self.table
         self._schema = f"""
             CREATE TABLE IF NOT EXISTS {t} (
@@ -75,11 +94,43 @@ class PostgresPushConfigStore(PushConfigStore):
                     # Replicas starting together would race on CREATE … IF NOT EXISTS.
                     await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.table)
                     await conn.execute(self._schema)
+                    key = await conn.fetchval(
+                        "SELECT hashtext(current_schema() || '.' || lower($1))", self.table
+                    )
             except _FAILURES as exc:
                 await pool.close()
                 raise StoreError(f"cannot create the table {self.table}: {exc}") from exc
+            self.channel = f"a2a_push_{key & 0xFFFFFFFF:08x}"
             self._pool = pool
+            await self._listen()
             return pool
+
+    async def _listen(self) -> None:
+        """Listen for config changes; without a listener lookups are not cached."""
+        self._listen_tried = time.monotonic()
+        try:
+            conn = await asyncpg.connect(self.dsn)
+        except (*_FAILURES, ValueError):
+            return
+        try:
+            await conn.add_listener(self.channel, self._on_change)
+        except _FAILURES:
+            await conn.close()
+            return
+        conn.add_termination_listener(self._on_lost)
+        self._listener = conn
+
+    def _listening(self) -> bool:
+        return self._listener is not None and not self._listener.is_closed()
+
+    def _on_change(self, _conn: Any, _pid: int, _channel: str, task_id: str) -> None:
+        self._changes += 1
+        self._cache.pop(task_id, None)
+
+    def _on_lost(self, _conn: Any) -> None:
+        self._listener = None
+        self._changes += 1
+        self._cache.clear()
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
@@ -95,10 +146,22 @@ class PostgresPushConfigStore(PushConfigStore):
         await self._connect()
 
     async def close(self) -> None:
-        """Close the pool (a later call reconnects)."""
+        """Close the pool and the listener (a later call reconnects)."""
         pool, self._pool = self._pool, None
+        listener, self._listener = self._listener, None
+        self._cache.clear()
+        if listener is not None:
+            with contextlib.suppress(*_FAILURES):
+                await listener.close()
         if pool is not None:
             await pool.close()
+
+    async def _write(self, task_id: str, sql: str, *args: Any) -> None:
+        """Run ``sql`` and notify the replicas that ``task_id``'s configs changed, atomically."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(sql, *args)
+            await conn.execute("SELECT pg_notify($1, $2)", self.channel, task_id)
+        self._on_change(None, 0, self.channel, task_id)  # here at once, before the notification
 
     async def set_info(
         self,
@@ -112,9 +175,8 @@ class PostgresPushConfigStore(PushConfigStore):
         async with self._conn() as conn:
             existing = [r[0] for r in await conn.fetch(self._ids, owner, task_id)]
             stored = checked_config(task_id, notification_config, owner, existing)
-            await conn.execute(
-                self._upsert, owner, task_id, stored.id, time.time_ns(), stored.SerializeToString()
-            )
+        blob = stored.SerializeToString()
+        await self._write(task_id, self._upsert, owner, task_id, stored.id, time.time_ns(), blob)
         return stored
 
     async def get_info(
@@ -127,10 +189,23 @@ class PostgresPushConfigStore(PushConfigStore):
         return [TaskPushNotificationConfig.FromString(r[0]) for r in rows]
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
-        """Every config of ``task_id``, whoever set it (for delivery)."""
-        async with self._conn() as conn:
-            rows = await conn.fetch(self._dispatch, task_id)
-        return [TaskPushNotificationConfig.FromString(r[0]) for r in rows]
+        """Every config of ``task_id``, whoever set it (for delivery; cached, see module docs)."""
+        retry_at = self._listen_tried + RELISTEN_S
+        if self._pool is not None and not self._listening() and time.monotonic() >= retry_at:
+            await self._listen()
+        blobs = self._cache.get(task_id) if self._listening() else None
+        if blobs is not None:
+            self._cache.move_to_end(task_id)
+        else:
+            changes = self._changes
+            async with self._conn() as conn:
+                rows = await conn.fetch(self._dispatch, task_id)
+            blobs = tuple(bytes(r[0]) for r in rows)
+            if self._listening() and changes == self._changes:
+                self._cache[task_id] = blobs
+                if len(self._cache) > CACHE_TASKS:
+                    self._cache.popitem(last=False)
+        return [TaskPushNotificationConfig.FromString(b) for b in blobs]
 
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
@@ -141,5 +216,4 @@ class PostgresPushConfigStore(PushConfigStore):
         sql = self._delete
         if config_id is not None:
             sql, args = f"{sql} AND config_id = $3", [*args, check_id(config_id, "id")]
-        async with self._conn() as conn:
-            await conn.execute(sql, *args)
+        await self._write(args[1], sql, *args)
