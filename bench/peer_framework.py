@@ -3,7 +3,7 @@
 Run (builds fasta2a's environment once, then every server one after another, N rounds):
 
     .venv/bin/python bench/peer_framework.py [--rounds 3] [--duration 10] [--connections 32]
-        [--only node,node-sdk,sdk,fasta2a] [--nice -10]
+        [--only node,node-sdk,node-mem,sdk,fasta2a,fasta2a-await] [--nice -10] [--py-spy DIR]
 
 Servers (each its own process, pinned to CPU0; wrk on CPU1, as in ``bench/node_throughput.py``,
 whose helpers this script imports):
@@ -45,6 +45,10 @@ warm-up; every response is checked (2xx, no JSON-RPC error, completed, the right
 script exits 1. Figures per server and shape: completed calls/s, p50/p99 of a whole call (measured
 in the Lua script), server CPU ms per call (from /proc, stays meaningful on a busy machine), and
 the share of CPU0 used by anything else. Ratios node/fasta2a per round.
+
+``--py-spy DIR`` samples each server during its measured run (py-spy on the wrk CPU, 250 Hz,
+non-blocking) and prints the share of samples per component (``COMPONENTS``); such runs are
+labelled and are not benchmark results.
 """
 
 from __future__ import annotations
@@ -338,14 +342,27 @@ def parse(out: str, connections: int) -> Run:
 
 
 def run_wrk(
-    url: str, pid: int, shape: str, expect: str, duration: float, args: argparse.Namespace
+    url: str,
+    pid: int,
+    shape: str,
+    expect: str,
+    duration: float,
+    args: argparse.Namespace,
+    spy_to: Path | None = None,
 ) -> Run:
     niced = ["nice", "-n", str(args.nice)] if args.nice else []
     c = args.connections
     cmd = [*niced, "taskset", "-c", nt.WRK_CPU, args.wrk, f"-t{c}", f"-c{c}", f"-d{duration:g}s"]
     cmd += [f"--timeout={args.timeout:g}s", "-s", str(LUA), url, "--", shape, expect]
+    spy = None
+    if spy_to is not None:  # py-spy on the wrk CPU, sampling without pausing the server
+        spy_cmd = ["taskset", "-c", nt.WRK_CPU, args.py_spy_bin, "record", "--format", "raw"]
+        spy_cmd += ["--nonblocking", "-r", "250", "-d", f"{duration:g}", "-p", str(pid)]
+        spy = subprocess.Popen([*spy_cmd, "-o", str(spy_to)], stdout=subprocess.DEVNULL)
     server0, busy0 = nt.cpu_seconds(pid), nt.cpu0_busy_seconds()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    if spy is not None and spy.wait(timeout=duration + 60) != 0:
+        raise RuntimeError(f"py-spy failed on {shape} (exit {spy.returncode})")
     server = nt.cpu_seconds(pid) - server0
     other = nt.cpu0_busy_seconds() - busy0 - server
     run = parse(out, c)
@@ -366,7 +383,8 @@ def bench_server(
         for shape in SHAPES[kind]:
             check_one(url, shape, expect)
             run_wrk(url, pid, shape, expect, args.warmup, args)
-            runs[shape] = run = run_wrk(url, pid, shape, expect, args.duration, args)
+            spy_to = Path(args.py_spy) / f"{kind}-{shape}.txt" if args.py_spy else None
+            runs[shape] = run = run_wrk(url, pid, shape, expect, args.duration, args, spy_to)
             print(f"  {kind} {SHAPE_NAME[shape]}: {run.calls_per_s:.0f} calls/s", flush=True)
     return runs
 
@@ -392,6 +410,51 @@ def print_round(results: dict[tuple[str, str], Run]) -> None:
                 f"{top[0]} {SHAPE_NAME[top[1]]} / {bottom[0]} {SHAPE_NAME[bottom[1]]}: "
                 f"{rps:.2f}x calls/s, {cpu:.2f}x by server CPU per call ({top[0]} {ahead})"
             )
+
+
+#: where a sample's CPU goes: the innermost frame whose file (as py-spy names it, relative to
+#: its sys.path entry) starts with one of these; stdlib frames (json, asyncio, uuid) are charged to
+#: the library that called them; none (the loop's own C code, the interpreter's start): "loop"
+COMPONENTS = (
+    ("node/store", ("node/store/",)),
+    ("node/server", ("node/server/",)),
+    ("node (other), tools", ("node/", "tools/")),
+    ("fasta2a", ("fasta2a/",)),
+    ("a2a-sdk", ("a2a/",)),
+    ("protobuf", ("google/protobuf/",)),
+    ("pydantic", ("pydantic/", "pydantic_core/")),
+    ("sse-starlette", ("sse_starlette/",)),
+    ("starlette", ("starlette/",)),
+    ("uvicorn", ("uvicorn/protocols/", "uvicorn/middleware/")),
+    ("opentelemetry, prometheus", ("opentelemetry/", "prometheus_client/")),
+    ("anyio", ("anyio/",)),
+)
+_FILE = re.compile(r"\(([^()]+):\d+\)$")
+
+
+def component(stack: str) -> str:
+    for frame in reversed(stack.split(";")):
+        found = _FILE.search(frame)
+        path = found.group(1) if found else ""
+        for name, prefixes in COMPONENTS:
+            if path.startswith(prefixes):
+                return name
+    return "loop"
+
+
+def print_py_spy(directory: Path) -> None:
+    """Per profiled run: the share of samples per component (innermost matching frame)."""
+    for path in sorted(directory.glob("*.txt")):
+        counts: dict[str, int] = {}
+        for line in path.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            if stack and n.isdigit():
+                counts[component(stack)] = counts.get(component(stack), 0) + int(n)
+        total = sum(counts.values()) or 1
+        shares = sorted(counts.items(), key=lambda kv: -kv[1])
+        print(f"\npy-spy {path.stem} ({total} samples): " + ", ".join(
+            f"{name} {100 * n / total:.0f} %" for name, n in shares
+        ))  # fmt: skip
 
 
 def facts(args: argparse.Namespace, python: Path) -> list[str]:
@@ -432,6 +495,13 @@ def main() -> int:
     parser.add_argument("--wrk", default=shutil.which("wrk") or "/usr/bin/wrk")
     parser.add_argument("--nice", type=int, default=0, help="niceness of servers and wrk")
     parser.add_argument("--verbose", action="store_true", help="print wrk's raw output")
+    parser.add_argument(
+        "--py-spy", metavar="DIR", help="sample each server with py-spy (figures not results)"
+    )
+    parser.add_argument(
+        "--py-spy-bin",
+        default=shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
+    )
     args = parser.parse_args()
     if args.serve_fasta2a:
         serve_fasta2a(args.serve_fasta2a, args.fasta2a_await)
@@ -440,6 +510,8 @@ def main() -> int:
     if unknown := [k for k in kinds if k not in SERVERS]:
         parser.error(f"unknown server: {', '.join(unknown)}")
 
+    if args.py_spy:
+        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
     python = fasta2a_python()
     env = {**os.environ, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
     env.pop("A2A_NODE_LEAN_PATH", None)
@@ -453,12 +525,15 @@ def main() -> int:
                 runs = bench_server(kind, Path(tmp_name) / f"round{n}", env, args)
                 results.update({(kind, shape): run for shape, run in runs.items()})
             rounds.append((before, results, loadavg()))
+    label = " [PY-SPY SAMPLED: not benchmark results]" if args.py_spy else ""
     for n, (before, results, after) in enumerate(rounds):
         print(
             f"\nRound {n + 1}/{args.rounds} (c={args.connections}; "
-            f"load average {before} -> {after})"
+            f"load average {before} -> {after}){label}"
         )
         print_round(results)
+    if args.py_spy:
+        print_py_spy(Path(args.py_spy))
     invalid = [
         f"round {n + 1} {kind} {SHAPE_NAME[shape]}"
         for n, (_, results, _) in enumerate(rounds)
