@@ -81,6 +81,10 @@ class RegistrySettings(BaseModel):
     heartbeat_flush_s: float | None = Field(default=None, gt=0, le=10)
     """Seconds between writes of the heartbeats batched in memory, one statement per write
     (default 1 s, or ``ttl_s / 4`` when that is shorter)."""
+    known_agents: int = Field(default=100_000, ge=0, le=10_000_000)
+    """Agents whose entries this replica keeps for heartbeats (least recently used dropped; about
+    2.7 kB each with a few skills). Size it for the fleet: when more agents beat than this, each
+    heartbeat reads its row again (:mod:`node.registry.known`); 0 reads every time."""
     allow_cidrs: tuple[str, ...] = ()
     """Private networks the card fetcher may reach, e.g. ``("127.0.0.0/8", "::1/128")``."""
     max_card_bytes: int = Field(default=256 * 1024, gt=0)
