@@ -1,12 +1,17 @@
 """1,000 concurrent blocking SendMessage calls through the official client: wall time, none lost.
 
-Run: ``.venv/bin/python bench/concurrent_tasks.py [--tasks 1000] [--rounds 3] [--store sqlite]``
+Run: ``.venv/bin/python bench/concurrent_tasks.py [--tasks 1000] [--rounds 3] [--store sqlite]
+[--clients aiohttp,httpx] [--lean on,off]``
 
-A node process (``build_node_app``, card with ``calculate``, the given store; lean path on and
-then off: ``A2A_NODE_LEAN_PATH``) is pinned to CPU0 with ``taskset``; this process (CPU1) opens one
+A node process (``build_node_app``, card with ``calculate``, the given store; lean path on and/or
+off: ``A2A_NODE_LEAN_PATH``) is pinned to CPU0 with ``taskset``; this process (CPU1) opens one
 official client (``ClientFactory`` over one ``httpx.AsyncClient`` allowing ``--tasks``
 connections) and sends ``--tasks`` messages at once (``asyncio.gather``), each computing a
-different expression. Checked: every answer is COMPLETED with its own result, every task id is
+different expression. The client's HTTP client is the node's own outbound one
+(``aiohttp``: :func:`node.outbound_http.outbound_client`, httpx over aiohttp's pool) or plain
+``httpx`` (httpcore's pool), both in one run by default. CPU per task is the client's and the
+node's CPU time during the burst divided by the tasks (less noisy than wall time on a busy
+machine). Checked: every answer is COMPLETED with its own result, every task id is
 distinct, and after the burst ``ListTasks`` on the node lists every answered task COMPLETED
 (lost: answered but not kept; calls that failed are counted apart). Wall time: first send to
 last answer. Target (issue 13): ≤ 5 s, 0 lost.
@@ -24,7 +29,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -35,6 +42,12 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory  # noqa: E40
 from a2a.types import ListTasksRequest, SendMessageRequest, TaskState  # noqa: E402
 
 from node.client import artifacts_of, skill_message  # noqa: E402
+from node.outbound_http import outbound_client  # noqa: E402
+
+CLIENTS: dict[str, Callable[..., httpx.AsyncClient]] = {
+    "aiohttp": outbound_client,
+    "httpx": httpx.AsyncClient,
+}
 
 TARGET_S = 5.0
 CARD = """
@@ -65,10 +78,24 @@ async def wait_ready(url: str, deadline_s: float = 30.0) -> None:
             await asyncio.sleep(0.05)
 
 
-async def burst(url: str, tasks: int) -> tuple[float, int, int, int]:
-    """(wall s, right answers, failed calls, answered tasks the node does not list: lost)."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Result(NamedTuple):
+    wall: float  # s, first send to last answer
+    right: int  # right answers
+    failed: int  # calls that raised
+    lost: int  # answered tasks the node does not list
+    client_cpu: float  # s during the burst
+    node_cpu: float  # s during the burst
+
+
+async def burst(url: str, tasks: int, client_kind: str, node_pid: int) -> Result:
     limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+    async with CLIENTS[client_kind](limits=limits, timeout=60) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
 
@@ -83,9 +110,10 @@ async def burst(url: str, tasks: int) -> tuple[float, int, int, int]:
             }
             return task.id, right
 
-        start = time.perf_counter()
+        start, cpu0, node0 = time.perf_counter(), time.process_time(), cpu_s(node_pid)
         answers = await asyncio.gather(*(one(i) for i in range(tasks)), return_exceptions=True)
         wall = time.perf_counter() - start
+        client_cpu, node_cpu = time.process_time() - cpu0, cpu_s(node_pid) - node0
         failures = Counter(
             f"{type(a).__name__}: {a} ({type(a.__cause__).__name__}: {a.__cause__})"
             for a in answers
@@ -104,10 +132,10 @@ async def burst(url: str, tasks: int) -> tuple[float, int, int, int]:
             if not token:
                 break
         lost = len({task_id for task_id, _ in results} - listed)
-        return wall, right, tasks - len(results), lost
+        return Result(wall, right, tasks - len(results), lost, client_cpu, node_cpu)
 
 
-def run(store: str, lean: bool, tasks: int) -> tuple[float, int, int, int]:
+def run(store: str, lean: bool, tasks: int, client_kind: str) -> Result:
     with tempfile.TemporaryDirectory(prefix="a2a-burst-") as tmp:
         card = Path(tmp) / "card.yaml"
         card.write_text(CARD)
@@ -123,7 +151,7 @@ def run(store: str, lean: bool, tasks: int) -> tuple[float, int, int, int]:
         try:
             url = f"http://127.0.0.1:{port}"
             asyncio.run(wait_ready(url))
-            return asyncio.run(burst(url, tasks))
+            return asyncio.run(burst(url, tasks, client_kind, proc.pid))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
@@ -134,22 +162,30 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--store", default="sqlite")
+    parser.add_argument("--clients", default="aiohttp,httpx", help="aiohttp and/or httpx")
+    parser.add_argument("--lean", default="on,off", help="lean path on and/or off")
     args = parser.parse_args()
+    clients = args.clients.split(",")
+    if not set(clients) <= set(CLIENTS):
+        parser.error(f"--clients: choose among {', '.join(CLIENTS)}")
     os.sched_setaffinity(0, {1})  # the client on CPU1, the node on CPU0
     print(f"{args.tasks} concurrent blocking SendMessage, official client, store {args.store}")
     ok = True
-    for lean in (True, False):
-        for n in range(args.rounds):
-            wall, right, failed, lost = run(args.store, lean, args.tasks)
-            met = wall <= TARGET_S and lost == failed == 0 and right == args.tasks
-            ok &= right == args.tasks and lost == 0
-            print(
-                f"  lean path {'on ' if lean else 'off'} round {n + 1}: wall {wall:.2f} s, "
-                f"right answers {right}/{args.tasks}, failed calls {failed}, answered but not "
-                f"kept (lost) {lost} (target <= {TARGET_S:g} s, 0 lost: "
-                f"{'met' if met else 'MISSED'})",
-                flush=True,
-            )
+    for lean in (mode == "on" for mode in args.lean.split(",")):
+        for client_kind in clients:
+            for n in range(args.rounds):
+                r = run(args.store, lean, args.tasks, client_kind)
+                met = r.wall <= TARGET_S and r.lost == r.failed == 0 and r.right == args.tasks
+                ok &= r.right == args.tasks and r.lost == 0
+                print(
+                    f"  lean path {'on ' if lean else 'off'}, client {client_kind:7} round "
+                    f"{n + 1}: wall {r.wall:.2f} s, right answers {r.right}/{args.tasks}, failed "
+                    f"calls {r.failed}, answered but not kept (lost) {r.lost} (target <= "
+                    f"{TARGET_S:g} s, 0 lost: {'met' if met else 'MISSED'}); CPU per task: "
+                    f"client {r.client_cpu / args.tasks * 1e3:.2f} ms, node "
+                    f"{r.node_cpu / args.tasks * 1e3:.2f} ms; load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     return 0 if ok else 1
 
 

@@ -37,6 +37,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
 
 from node.errors import PeerError
+from node.outbound_http import outbound_client
 from node.peers.cards import skill_schemas
 from node.protocol import INTERRUPTED, TERMINAL, normalise_numbers
 
@@ -125,10 +126,11 @@ class NodeClient:
         The card's interfaces decide where requests go: a node built with
         ``build_node_app(card, public_url=...)`` advertises that URL.
 
-        ``http`` is an httpx client to use instead of a new one (``timeout`` then does not
-        apply): one shared with other calls, or one routed in-process to the node's ASGI app
-        (``httpx.ASGITransport``). It stays open, and ``token``/``api_key`` are set on its
-        headers, so give each caller its own.
+        A new client is the node's own outbound one (httpx over aiohttp:
+        :mod:`node.outbound_http`). ``http`` is an httpx client to use instead (``timeout``
+        then does not apply): one shared with other calls, or one routed in-process to the
+        node's ASGI app (``httpx.ASGITransport``). It stays open, and ``token``/``api_key`` are
+        set on its headers, so give each caller its own.
         """
         headers = {}
         if token:
@@ -136,7 +138,7 @@ class NodeClient:
         if api_key:
             headers["X-API-Key"] = api_key
         own = http is None
-        client_http = http or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0))
+        client_http = http or outbound_client(timeout=httpx.Timeout(timeout, connect=5.0))
         client_http.headers.update(headers)
         try:
             base, card_path = split_card_url(url)

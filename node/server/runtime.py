@@ -4,9 +4,10 @@
         runtime = await NodeRuntime.open(stack, card, public_url, task_store, peer_tools)
         ...
 
-Opening creates the outbound ``httpx.AsyncClient``, opens the task store (failing the orphaned
-tasks a previous process left working), starts peer discovery and registry heartbeats. ``stack``
-closes them in reverse order, and stops the tool worker pool last.
+Opening creates the outbound ``httpx.AsyncClient`` (over aiohttp: :mod:`node.outbound_http`),
+opens the task store (failing the orphaned tasks a previous process left working), starts peer
+discovery and registry heartbeats. ``stack`` closes them in reverse order, and stops the tool
+worker pool last.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import httpx
 
 from node.card import NodeCard
+from node.outbound_http import outbound_client
 from node.peers.directory import PeerDirectory
 from node.peers.registration import RegistryLink
 from node.peers.settings import read_token
@@ -52,9 +54,7 @@ class NodeRuntime:
     ) -> NodeRuntime:
         """Open everything a node needs to serve; ``stack`` closes it all on exit."""
         stack.callback(close_default_pool)  # forkserver workers of process-isolated tools
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(timeout=OUTBOUND_TIMEOUT, follow_redirects=False)
-        )
+        http = await stack.enter_async_context(outbound_client(timeout=OUTBOUND_TIMEOUT))
         await task_store.initialize()
         stack.push_async_callback(task_store.close)
         recovered = 0

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 
+from node.outbound_http import outbound_client
 from node.peers.grpc_channels import GrpcChannels
 from tests.peers.foreign_peers import StartPlain
 from tests.peers.foreign_peers import start_plain as start_plain_peer
@@ -20,7 +21,8 @@ from tests.servers import free_socket, running, url_of
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=5.0) as client:
+    """The node's own outbound client (httpx over aiohttp), as the runtime builds it."""
+    async with outbound_client(timeout=5.0) as client:
         yield client
 
 

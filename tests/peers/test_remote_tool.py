@@ -8,6 +8,7 @@ import pytest
 from a2a.types import AgentCard
 
 from node.errors import ErrorKind, PeerError, ToolError
+from node.outbound_http import outbound_client
 from node.peers.breaker import CircuitBreaker
 from node.peers.cards import CardFetcher
 from node.peers.peer_client import PeerClient
@@ -174,7 +175,7 @@ async def test_absent_peer_is_retried_then_the_breaker_opens(http: httpx.AsyncCl
     async def count(request: httpx.Request) -> None:
         attempts.append(request)
 
-    counting = httpx.AsyncClient(event_hooks={"request": [count]})
+    counting = outbound_client(timeout=5.0, event_hooks={"request": [count]})
     async with counting:
         breaker = CircuitBreaker(failures=2, cooldown_s=60)
         tool = skill_tool(counting, peer_card(url_of(sock)), "add", breaker=breaker, retries=3)

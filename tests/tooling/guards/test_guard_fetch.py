@@ -1,4 +1,8 @@
-"""UrlGuard.fetch against a live server on 127.0.0.1; only that server's /32 is allowed."""
+"""UrlGuard.fetch against a live server on 127.0.0.1; only that server's /32 is allowed.
+
+Every test runs over httpx's own transport and over the node's outbound one (aiohttp's pool,
+:mod:`node.outbound_http`), which is what a running node's tools fetch through.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import httpx
 import pytest
 
 from node.errors import GuardError, ToolError, ToolTimeout
+from node.outbound_http import OutboundTransport
 from node.tooling.guards import UrlGuard
 
 pytestmark = pytest.mark.network
@@ -16,8 +21,8 @@ pytestmark = pytest.mark.network
 class RecordingTransport(httpx.AsyncBaseTransport):
     """A real transport that records every address a request was sent to."""
 
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
         self.hosts: list[str] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -28,9 +33,10 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-@pytest.fixture
-async def transport() -> AsyncIterator[RecordingTransport]:
-    transport = RecordingTransport()
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[RecordingTransport]:
+    inner = httpx.AsyncHTTPTransport() if request.param == "httpx" else OutboundTransport()
+    transport = RecordingTransport(inner)
     yield transport
     await transport.aclose()
 

@@ -1,0 +1,197 @@
+"""The node's outbound HTTP client: httpx's API over aiohttp's connection pool.
+
+    async with outbound_client(timeout=httpx.Timeout(30.0, connect=5.0)) as http:
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+
+The official a2a-sdk client takes an ``httpx.AsyncClient``; httpcore's pool costs O(requests in
+flight) per request, which made it the client's bottleneck with many calls at once (issue 13:
+~70% of the client's CPU at 1,000 tasks in flight). ``httpx-aiohttp`` keeps httpx's client (auth,
+headers, event hooks, env proxies, timeouts) and hands the wire to aiohttp. On top of it:
+
+- aiohttp errors become the httpx errors httpx itself raises for the same failure (refused
+  connection → ``ConnectError``, not the library's ``ConnectTimeout``; a server that hangs up →
+  ``RemoteProtocolError``; nothing aiohttp raises leaks), so the SDK's and the node's handlers
+  read them as before;
+- a pooled connection the server has already closed is dropped before it is reused (httpcore
+  checks the same), instead of failing the request sent on it;
+- no cookie jar of aiohttp's own (httpx keeps cookies, as before).
+
+Timeouts map as the library does: httpx ``connect`` → aiohttp ``sock_connect``, ``read`` →
+``sock_read``, ``pool`` → ``connect`` (waiting for a pooled connection, then connecting). The
+``sni_hostname`` extension (:class:`~node.tooling.guards.urls.UrlGuard` connects to the checked
+IP and names the host for TLS) becomes aiohttp's ``server_hostname``.
+"""
+
+from __future__ import annotations
+
+import select
+import ssl
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+from aiohttp.client_proto import ResponseHandler
+from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
+
+__all__ = ["OutboundTransport", "outbound_client"]
+
+# First match wins: most specific first. Each maps to what httpx raises for the same failure.
+ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
+    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (TimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientProxyConnectionError, httpx.ProxyError),
+    (aiohttp.ClientHttpProxyError, httpx.ProxyError),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),
+    (aiohttp.ServerDisconnectedError, httpx.RemoteProtocolError),
+    (aiohttp.ClientPayloadError, httpx.RemoteProtocolError),
+    (aiohttp.ClientResponseError, httpx.RemoteProtocolError),
+    (aiohttp.NonHttpUrlClientError, httpx.UnsupportedProtocol),
+    (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
+    (aiohttp.ClientOSError, httpx.NetworkError),
+    (aiohttp.ClientConnectionError, httpx.NetworkError),
+    (aiohttp.ClientError, httpx.TransportError),
+)
+_FOREIGN = (aiohttp.ClientError, TimeoutError)
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's default
+
+
+def httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+    """The httpx error for an aiohttp failure (``exc``) while sending ``request``."""
+    for foreign, ours in ERROR_MAP:
+        if isinstance(exc, foreign):
+            return ours(str(exc) or type(exc).__name__, request=request)
+    return httpx.TransportError(str(exc) or type(exc).__name__, request=request)
+
+
+def _aiohttp_cause(exc: BaseException) -> BaseException:
+    """The aiohttp error behind one the library mapped, or ``exc`` itself."""
+    cause = exc.__cause__
+    return cause if isinstance(exc, httpx.TransportError) and isinstance(cause, _FOREIGN) else exc
+
+
+class _MappedStream(httpx.AsyncByteStream):
+    """A response body whose read errors are mapped like the request's."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, request: httpx.Request) -> None:
+        self._inner, self._request = inner, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except (httpx.TransportError, *_FOREIGN) as exc:
+            cause = _aiohttp_cause(exc)
+            raise httpx_error(cause, self._request) from cause
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _readable(transport: Any) -> bool:
+    """True when an idle connection's socket has something to read: the server closed it."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class _CheckedConnector(aiohttp.TCPConnector):
+    """Drops a pooled connection whose server hung up before it is reused.
+
+    aiohttp knows a connection is closed only once its loop has read the FIN; a busy loop may
+    hand out a keep-alive connection the server closed seconds ago (uvicorn closes after 5 s
+    idle), and the request sent on it fails. A connection is checked when handed out again.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._used: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
+
+    async def connect(
+        self, req: Any, traces: Any, timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.connector.Connection:
+        while True:
+            conn = await super().connect(req, traces, timeout)
+            proto = conn.protocol
+            if proto is None or proto not in self._used:
+                if proto is not None:
+                    self._used.add(proto)
+                return conn
+            if not _readable(conn.transport):
+                return conn
+            conn.close()  # closed by the server: forget it and take another
+
+
+class OutboundTransport(AiohttpTransport):
+    """``httpx_aiohttp.AiohttpTransport`` with httpx's errors, checked reuse and no cookie jar."""
+
+    def get_client(self) -> aiohttp.ClientSession:
+        limit = self.limits.max_connections
+        connector = _CheckedConnector(
+            limit=limit if limit is not None else 0,
+            keepalive_timeout=self.limits.keepalive_expiry,
+            ssl=self.ssl_context,
+            local_addr=(self.local_address, 0) if self.local_address else None,
+        )
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await super().handle_async_request(request)
+        except (httpx.TransportError, *_FOREIGN) as exc:
+            cause = _aiohttp_cause(exc)
+            if cause is exc and isinstance(exc, httpx.TransportError):
+                raise
+            raise httpx_error(cause, request) from cause
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _MappedStream(response.stream, request)
+        return response
+
+
+class _OutboundClient(HttpxAiohttpClient):
+    """``HttpxAiohttpClient`` building :class:`OutboundTransport` (also behind env proxies)."""
+
+    def _init_transport(
+        self,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+        transport: httpx.AsyncBaseTransport | None = None,
+        **kwargs: Any,
+    ) -> httpx.AsyncBaseTransport:
+        if transport is not None:
+            return transport
+        return OutboundTransport(verify=verify, cert=cert, trust_env=trust_env, limits=limits)
+
+    def _init_proxy_transport(
+        self,
+        proxy: httpx.Proxy,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+        **kwargs: Any,
+    ) -> httpx.AsyncBaseTransport:
+        return OutboundTransport(
+            verify=verify, cert=cert, trust_env=trust_env, limits=limits, proxy=proxy
+        )
+
+
+def outbound_client(
+    *, timeout: httpx.Timeout | float, follow_redirects: bool = False, **kwargs: Any
+) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` sending over aiohttp; ``kwargs`` as for ``httpx.AsyncClient``.
+
+    ``timeout`` is required: every outbound call is bounded.
+    """
+    return _OutboundClient(timeout=timeout, follow_redirects=follow_redirects, **kwargs)
