@@ -16,16 +16,27 @@ heartbeat period, 200 heartbeats/s; ``--replicas 2`` spreads them over two regis
    counts), and reports heartbeat p50/p99/max and
    the database's committed transactions/s (``pg_stat_database.xact_commit`` delta over the
    phase for the bench's own database: writes and reads alike, so an upper bound on writes).
+   ``--sender wrk`` instead runs one ``wrk`` per replica (``bench/wrk/heartbeats.lua``, agent ids
+   in turn) as fast as the registries answer, a closed loop: the capacity, after a warm-up
+   that beats every agent once (so each replica's cache of known agents is filled, as in steady
+   state; ``--warmup 0`` measures the cold misses instead).
+4. Reports CPU per heartbeat, which a busy machine does not change: the registry processes'
+   (user + system, ``/proc``) and PostgreSQL's (the backends serving the bench's database),
+   and each registry's resident memory at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -38,10 +49,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from registry_scale import Population, fill_store, fresh_database  # noqa: E402
+from registry_scale import Population, cpu_s, fill_store, fresh_database, rss_mb  # noqa: E402
 from registry_search import card_app, free_port, start_registry, stop_registry, wait_ready  # noqa: E402
 
 from node.registry import RegistrySettings  # noqa: E402
+
+WRK_SCRIPT = ROOT / "bench" / "wrk" / "heartbeats.lua"
 
 
 async def fill(registry_url: str, cards_url: str, agents: int) -> list[str]:
@@ -72,6 +85,68 @@ async def commits(url: str) -> int:
         return int(value)
     finally:
         await conn.close()
+
+
+async def backend_pids(url: str) -> list[int]:
+    """The PostgreSQL backends connected to the bench's database (the registries' pools)."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        return [int(r["pid"]) for r in rows]
+    finally:
+        await conn.close()
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds used so far by ``pids`` (a process gone or not readable counts 0)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_s(pid)
+    return total
+
+
+def run_wrk(
+    urls: list[str], ids: list[str], seconds: float, connections: int
+) -> tuple[int, float, float, Counter[str]]:
+    """One ``wrk`` per replica for ``seconds``, together: heartbeats answered 200 with an entry,
+    the worst replica's p50 and p99 (ms), and failures by kind."""
+    with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as listing:
+        listing.write("\n".join(ids) + "\n")
+    try:
+        command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--timeout", "30s"]
+        command += ["--latency", "-s", str(WRK_SCRIPT)]
+        procs = [
+            subprocess.Popen([*command, url, "--", listing.name], stdout=subprocess.PIPE, text=True)
+            for url in urls
+        ]
+        outs = [p.communicate()[0] for p in procs]
+    finally:
+        os.unlink(listing.name)
+    ok, p50, p99, failures = 0, 0.0, 0.0, Counter[str]()
+    units = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+    for out in outs:
+        check = re.search(r"HEARTBEAT-CHECK ok=(\d+) bad_status=(\d+) bad_body=(\d+)", out)
+        if check is None:
+            raise RuntimeError(f"wrk failed:\n{out}")
+        ok += int(check[1])
+        failures["bad status"] += int(check[2])
+        failures["bad body"] += int(check[3])
+        errors = re.search(r"connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+        if errors is not None:
+            for kind, n in zip(
+                ("connect", "read", "write", "timeout"), errors.groups(), strict=True
+            ):
+                failures[kind] += int(n)
+        for pct in ("50", "99"):
+            found = re.search(rf"\s{pct}%\s+([\d.]+)(us|ms|s)\b", out)
+            if found is not None:
+                value = float(found[1]) * units[found[2]]
+                p50, p99 = (max(p50, value), p99) if pct == "50" else (p50, max(p99, value))
+    return ok, p50, p99, +failures
 
 
 class Connections:
@@ -174,10 +249,22 @@ async def main() -> None:
     parser.add_argument("--replicas", type=int, default=1, help="registry processes")
     parser.add_argument("--fill", choices=("direct", "http"), default="direct")
     parser.add_argument("--connections", type=int, default=256, help="per replica, at most")
+    parser.add_argument(
+        "--sender",
+        choices=("python", "wrk"),
+        default="python",
+        help="python: open loop at the period's rate; wrk: as fast as answered (capacity)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="wrk: passes over every agent first (0: none)"
+    )
+    parser.add_argument("--known", type=int, default=None, help="registry known_agents setting")
     args = parser.parse_args()
     base = os.environ.get("A2A_NODE_TEST_PG_URL")
     if not base:
         sys.exit("set A2A_NODE_TEST_PG_URL (source /tmp/pgenv)")
+    if args.sender == "wrk" and shutil.which("wrk") is None:
+        sys.exit("--sender wrk needs wrk on PATH")
 
     cards_port = free_port()
     cards_url = f"http://127.0.0.1:{cards_port}"
@@ -186,6 +273,7 @@ async def main() -> None:
     )
     card_server = uvicorn.Server(config)
     card_task = asyncio.create_task(card_server.serve())
+    extra = {"known_agents": args.known} if args.known is not None else {}
     async with fresh_database(base, "a2a_bench_heartbeats") as db:
         registries: list[subprocess.Popen[bytes]] = []
         urls: list[str] = []
@@ -197,7 +285,7 @@ async def main() -> None:
                 print(f"filled {args.agents} generated agents into the store in {seconds:.1f} s")
             for _ in range(args.replicas):
                 settings = RegistrySettings(
-                    port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",)
+                    port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), **extra
                 )  # default ttl_s and heartbeat settings
                 registries.append(start_registry(settings))
                 urls.append(settings.base_url)
@@ -210,28 +298,74 @@ async def main() -> None:
             async with httpx.AsyncClient(base_url=urls[-1]) as http:
                 listed = (await http.get("/healthz")).json()["agents"]
             print(f"the registry holds {listed} agents")
+            pids = [r.pid for r in registries]
+            if args.sender == "wrk" and args.warmup:
+                t0 = time.perf_counter()
+                for _ in range(args.warmup):  # each replica sees every agent once
+                    for r in range(args.replicas):
+                        await warm(urls[r], ids, min(args.connections, 64))
+                warmed = time.perf_counter() - t0
+                print(f"warm-up: every agent beaten once on every replica in {warmed:.1f} s")
+            backends = await backend_pids(db)
+            cpu0, pg0 = cpu_of(pids), cpu_of(backends)
             before = await commits(db)
+            load = os.getloadavg()
             t0 = time.perf_counter()
-            times, failures = await heartbeats(
-                urls, ids, args.period, args.duration, args.connections
-            )
+            if args.sender == "wrk":
+                served, p50, p99, failures = await asyncio.to_thread(
+                    run_wrk, urls, ids, args.duration, args.connections
+                )
+                maximum = float("nan")
+            else:
+                times, failures = await heartbeats(
+                    urls, ids, args.period, args.duration, args.connections
+                )
+                times.sort()
+                served = len(times) - sum(failures.values())
+                p50, p99, maximum = statistics.median(times), pct(times, 0.99), times[-1]
             elapsed = time.perf_counter() - t0
+            cpu1, pg1 = cpu_of(pids), cpu_of(backends)
             await asyncio.sleep(1.5)  # let the last batch and the statistics land
             after = await commits(db)
+            rss = [rss_mb(pid)[0] for pid in pids]
         finally:
             for registry in registries:
                 stop_registry(registry)
             card_server.should_exit = True
             await card_task
-    times.sort()
     rate = (after - before) / (elapsed + 1.5)
-    p50 = statistics.median(times)
+    sent = served + sum(failures.values())
+    offered = "" if args.sender == "wrk" else f" of {args.agents / args.period:.0f}/s offered"
     print(
-        f"{len(times)} heartbeats in {elapsed:.1f} s ({len(times) / elapsed:.0f}/s) to "
-        f"{args.replicas} replica(s), failed: {dict(failures) or 0}; latency p50 {p50:.1f}"
-        f" ms, p99 {pct(times, 0.99):.1f} ms, max {times[-1]:.1f} ms; database: {rate:.1f} "
-        "committed transactions/s"
+        f"{args.sender}: {served} heartbeats served in {elapsed:.1f} s ({served / elapsed:.0f}/s"
+        f"{offered}) by {args.replicas} replica(s), failed: {dict(failures) or 0}; latency p50"
+        f" {p50:.1f} ms, p99 {p99:.1f} ms, max {maximum:.1f} ms; database: {rate:.1f}"
+        " committed transactions/s"
     )
+    print(
+        f"CPU per heartbeat: registries {(cpu1 - cpu0) / max(sent, 1) * 1e6:.0f} us, "
+        f"PostgreSQL backends {(pg1 - pg0) / max(sent, 1) * 1e6:.0f} us; registry CPU "
+        f"{(cpu1 - cpu0) / elapsed:.2f} cores, PostgreSQL {(pg1 - pg0) / elapsed:.2f} cores; "
+        f"registry RSS {', '.join(f'{r:.0f}' for r in rss)} MB; load before "
+        f"{load[0]:.1f} {load[1]:.1f}, after {' '.join(f'{x:.1f}' for x in os.getloadavg()[:2])}"
+    )
+
+
+async def warm(url: str, ids: list[str], connections: int) -> None:
+    """Beat every agent once on the registry at ``url``, ``connections`` at a time."""
+    pool = Connections(url, connections)
+    todo = iter(ids)
+
+    async def worker() -> None:
+        for agent_id in todo:
+            status = await pool.put(f"/v1/agents/{agent_id}/heartbeat")
+            if status != 200:
+                raise RuntimeError(f"warm-up heartbeat of {agent_id}: HTTP {status}")
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(connections)))
+    finally:
+        pool.close()
 
 
 if __name__ == "__main__":

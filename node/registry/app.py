@@ -46,6 +46,7 @@ from node.registry.errors import (
 )
 from node.registry.federation import Federation
 from node.registry.gate import Gate
+from node.registry.heartbeat_route import HeartbeatRoute
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
@@ -161,6 +162,8 @@ def build_registry_app(
             ),
         ],
         middleware=[
+            # PUT /v1/agents/{id}/heartbeat, the hot path, answered before the rest (same gate)
+            Middleware(HeartbeatRoute, registry=registry, settings=settings, metrics=metrics),
             Middleware(Gate, settings=settings),
             Middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes),
             # The node's edge guard for the A2A bindings: bad JSON, invalid UTF-8, deep nesting

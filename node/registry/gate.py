@@ -46,13 +46,14 @@ class Gate:
             return
         headers = Headers(scope=scope)
         try:
-            self._check(scope, headers)
+            self.check(scope, headers)
         except RegistryError as exc:
             await error_response(exc)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _check(self, scope: Scope, headers: Headers) -> None:
+    def check(self, scope: Scope, headers: Headers) -> None:
+        """Raise :class:`BodyTooLarge`, :class:`Unauthorized` or :class:`Forbidden`, or pass."""
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body:
             raise BodyTooLarge(f"request body is larger than {self.max_body} bytes")

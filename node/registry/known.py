@@ -3,7 +3,9 @@
 A heartbeat needs the agent's entry without its card (the answer renders it) and the knowledge
 that the row still exists. :class:`KnownAgents` keeps the last ``size`` such entries (least
 recently used dropped first, so memory is bounded whatever the number of agents), each with the
-row revision it was read at. An entry is put here only from a database read, and dropped when
+row revision it was read at, and the part of its heartbeat answer that only a new revision
+changes (:meth:`KnownAgents.head`, rendered once by :mod:`node.registry.heartbeat_route`). An
+entry is put here only from a database read, and dropped when
 this replica writes or deletes the row, and when the batched heartbeat ``UPDATE``
 (:meth:`HeartbeatBatch.flush`) reports that the row is gone, was rewritten (another revision:
 re-registered through another replica) or is no longer served. So an agent deleted through any
@@ -14,22 +16,35 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from node.registry.records import AgentRecord
 
-DEFAULT_SIZE = 50_000
-"""Entries kept (each an entry without its card: about 1–2 kB with a few skills)."""
+DEFAULT_SIZE = 100_000
+"""Entries kept by default (``RegistrySettings.known_agents``): about 2.7 kB each with a few
+skills (the entry without its card, 1.7 kB, and its rendered answer, 1 kB; see
+bench/RESULTS.md), so ~270 MB when full."""
+
+
+@dataclass(slots=True)
+class _Known:
+    rev: str
+    record: AgentRecord
+    head: tuple[bytes, bytes] | None = None
 
 
 class KnownAgents:
-    """Agent id → (row revision, entry without card), least recently used dropped first."""
+    """Agent id → (row revision, entry without card), least recently used dropped first.
+
+    When more agents beat than ``size`` they take turns (each heartbeat misses and reads its row
+    again, in a batch): size it for the fleet.
+    """
 
     def __init__(self, size: int = DEFAULT_SIZE) -> None:
         if size < 0:
             raise ValueError("size must be >= 0")
         self.size = size
-        self._entries: OrderedDict[str, tuple[str, AgentRecord]] = OrderedDict()
+        self._entries: OrderedDict[str, _Known] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -39,13 +54,13 @@ class KnownAgents:
         if found is None:
             return None
         self._entries.move_to_end(agent_id)
-        return found[1]
+        return found.record
 
     def put(self, agent_id: str, rev: str, record: AgentRecord) -> None:
         """Remember ``record`` (its card is left out) as read at revision ``rev``."""
         if self.size == 0:
             return
-        self._entries[agent_id] = (rev, replace(record, card={}) if record.card else record)
+        self._entries[agent_id] = _Known(rev, replace(record, card={}) if record.card else record)
         self._entries.move_to_end(agent_id)
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -54,7 +69,18 @@ class KnownAgents:
         """Update a remembered entry (a newer ``last_seen``); nothing if it is not remembered."""
         found = self._entries.get(agent_id)
         if found is not None:
-            self._entries[agent_id] = (found[0], record)
+            found.record = record
+
+    def head(self, agent_id: str) -> tuple[bytes, bytes] | None:
+        """What was kept with :meth:`keep_head` for the entry's revision (``None``: nothing)."""
+        found = self._entries.get(agent_id)
+        return None if found is None else found.head
+
+    def keep_head(self, agent_id: str, head: tuple[bytes, bytes]) -> None:
+        """Keep the parts of the entry's answer that change only with its revision."""
+        found = self._entries.get(agent_id)
+        if found is not None:
+            found.head = head
 
     def drop(self, agent_ids: Iterable[str]) -> None:
         for agent_id in agent_ids:
@@ -68,5 +94,5 @@ class KnownAgents:
             if entry is None:
                 continue
             row = found.get(agent_id)
-            if row is None or row[0] != entry[0] or not row[1]:
+            if row is None or row[0] != entry.rev or not row[1]:
                 del self._entries[agent_id]
