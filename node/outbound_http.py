@@ -35,7 +35,7 @@ import httpx
 from aiohttp.client_proto import ResponseHandler
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 
-__all__ = ["OutboundTransport", "outbound_client"]
+__all__ = ["LIMITS", "OutboundTransport", "outbound_client"]
 
 # First match wins: most specific first. Each maps to what httpx raises for the same failure.
 ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
@@ -56,6 +56,9 @@ ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = 
 )
 _FOREIGN = (aiohttp.ClientError, TimeoutError)
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's default
+# Idle connections are let go after 4 s: before the server does (uvicorn, so every node, closes
+# at 5 s), so a request is not sent on a connection the server is closing at that moment.
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0)
 
 
 def httpx_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
@@ -192,6 +195,8 @@ def outbound_client(
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` sending over aiohttp; ``kwargs`` as for ``httpx.AsyncClient``.
 
-    ``timeout`` is required: every outbound call is bounded.
+    ``timeout`` is required: every outbound call is bounded. ``limits`` default to
+    :data:`LIMITS`.
     """
+    kwargs.setdefault("limits", LIMITS)
     return _OutboundClient(timeout=timeout, follow_redirects=follow_redirects, **kwargs)
