@@ -3,6 +3,7 @@
 Run (needs ``A2A_NODE_TEST_PG_URL``; makes and drops a schema of its own):
 
     source /tmp/pgenv; .venv/bin/python bench/cross_replica.py [--streams 200] [--cancels 100]
+        [--at-once 10] [--staggered] [--no-kill]
 
 Two ``a2a-node serve`` processes (card: ``http_fetch``, loopback allowed) share a fresh schema.
 Each task fetches its own page of a local server (``/hang/<n>``) that answers only when the bench
@@ -11,9 +12,13 @@ releases it, and records when the fetching client went away.
 - **events**: a task is sent to A (``returnImmediately``); once WORKING, SubscribeToTask opens on
   A (the SDK's local tap) and on B (our event stream over LISTEN/NOTIFY); the page is released; the
   figure is, per task, the time B's stream delivered the final event minus A's (same clock, same
-  client process). Tasks run 10 at a time. Also counted: B streams that closed on COMPLETED.
+  client process). Tasks run ``--at-once`` (10) at a time: the batch is set up, then its pages
+  are released together, so the burst of completions is measured without the setup of other
+  tasks (``--staggered``: each page as soon as its own streams are open, as before 2026-12-02;
+  ``--at-once 1``: one task alone). Also counted: B streams that closed on COMPLETED.
   Also, per status update B's stream delivers, receipt wall time minus the ``status.timestamp``
-  A stamped on it (the latency from the emit; the same on A's local tap for comparison).
+  A stamped on it (the latency from the emit; the same on A's local tap for comparison), and
+  each replica's CPU per event task (``/proc``; unlike latency, not inflated by other load).
 - **cancel**: a task on A is canceled through B; the figure is the time from the cancel call to
   A's fetch going away; afterwards the page is released and the task must still be CANCELED.
 - **kill -9**: a task runs on A, A is killed; the figure is the time until B reports it FAILED
@@ -186,21 +191,33 @@ async def run(args: argparse.Namespace) -> None:
             NodeClient.connect(b_url) as on_b,
         ):
 
-            async def one_stream(n: int) -> tuple[float, bool]:
+            async def one_stream(
+                n: int, armed: asyncio.Event, go: asyncio.Event
+            ) -> tuple[float, bool]:
                 try:
-                    return await measure_stream(n)
+                    return await measure_stream(n, armed, go)
                 except Exception as exc:  # counted, not fatal: the figure says how many
                     print(f"  task s{n}: {type(exc).__name__}: {exc}", file=sys.stderr)
                     pages.release.setdefault(f"s{n}", asyncio.Event()).set()
                     return float("nan"), False
+                finally:
+                    armed.set()
 
-            async def measure_stream(n: int) -> tuple[float, bool]:
+            async def measure_stream(
+                n: int, armed: asyncio.Event, go: asyncio.Event
+            ) -> tuple[float, bool]:
                 key = f"s{n}"
                 task_id = await start(plain_a, f"http://127.0.0.1:{page_port}/hang/{key}")
                 opened = asyncio.Event(), asyncio.Event()
-                local = asyncio.create_task(final_at(on_a, task_id, opened[0], local_lags))
+                if args.local_tap:
+                    local = asyncio.create_task(final_at(on_a, task_id, opened[0], local_lags))
+                else:
+                    local = asyncio.ensure_future(asyncio.sleep(0, (float("nan"), False)))
+                    opened[0].set()
                 remote = asyncio.create_task(final_at(on_b, task_id, opened[1], emit_lags))
                 await asyncio.wait_for(asyncio.gather(opened[0].wait(), opened[1].wait()), 30)
+                armed.set()
+                await go.wait()
                 pages.release.setdefault(key, asyncio.Event()).set()
                 (t_a, _), (t_b, ok) = await asyncio.wait_for(asyncio.gather(local, remote), 60)
                 return (t_b - t_a) * 1000, ok
@@ -210,29 +227,52 @@ async def run(args: argparse.Namespace) -> None:
             emit_lags: list[float] = []
             local_lags: list[float] = []
             closed = 0
+            burst_cpu = [0.0, 0.0]  # CPU of A and B from the release to the batch's final events
             for first in range(0, args.streams, args.at_once):
                 batch = range(first, min(first + args.at_once, args.streams))
-                for delta, ok in await asyncio.gather(*(one_stream(n) for n in batch)):
+                armed, go = [asyncio.Event() for _ in batch], asyncio.Event()
+                if args.staggered:
+                    go.set()
+                runs = [one_stream(n, a, go) for n, a in zip(batch, armed, strict=True)]
+                gathered = asyncio.gather(*runs)
+                await asyncio.wait_for(asyncio.gather(*(a.wait() for a in armed)), 90)
+                at_go = [cpu_s(p) for p in procs]
+                go.set()  # every task of the batch is set up: release their pages together
+                results = await gathered
+                for i, p in enumerate(procs):
+                    burst_cpu[i] += cpu_s(p) - at_go[i]
+                for delta, ok in results:
                     if delta == delta:  # not NaN
                         deltas.append(delta)
                     closed += ok
-            print(
-                f"events: {len(deltas)} tasks; final event on B after A's local tap: "
-                f"p50 {pct(deltas, 0.5):.1f} ms, p99 {pct(deltas, 0.99):.1f} ms, "
-                f"max {max(deltas):.1f} ms, mean {statistics.mean(deltas):.1f} ms; "
-                f"B streams closed on COMPLETED: {closed}/{args.streams}"
+            if deltas:
+                print(
+                    f"events: {len(deltas)} tasks; final event on B after A's local tap: "
+                    f"p50 {pct(deltas, 0.5):.1f} ms, p99 {pct(deltas, 0.99):.1f} ms, "
+                    f"max {max(deltas):.1f} ms, mean {statistics.mean(deltas):.1f} ms"
+                )
+            tap = (
+                f"on A's local tap: p50 {pct(local_lags, 0.5):.1f} ms, "
+                f"p99 {pct(local_lags, 0.99):.1f} ms"
+                if local_lags
+                else "no subscription on A"
             )
             print(
                 f"events from the emit: {len(emit_lags)} status updates received on B minus "
                 f"A's status.timestamp: p50 {pct(emit_lags, 0.5):.1f} ms, "
-                f"p99 {pct(emit_lags, 0.99):.1f} ms, max {max(emit_lags):.1f} ms (on A's local "
-                f"tap: p50 {pct(local_lags, 0.5):.1f} ms, p99 {pct(local_lags, 0.99):.1f} ms); "
-                f"{args.at_once} at once; load average {os.getloadavg()[0]:.2f}"
+                f"p99 {pct(emit_lags, 0.99):.1f} ms, max {max(emit_lags):.1f} ms ({tap}); "
+                f"B streams closed on COMPLETED: {closed}/{args.streams}; "
+                f"{args.at_once} at once{' (staggered)' if args.staggered else ''}; "
+                f"load average {os.getloadavg()[0]:.2f}"
             )
             a_cpu, b_cpu = (
                 1000 * (cpu_s(p) - c) / args.streams for p, c in zip(procs, cpu_before, strict=True)
             )
-            print(f"CPU per event task: A {a_cpu:.1f} ms, B {b_cpu:.1f} ms")
+            a_end, b_end = (1000 * c / args.streams for c in burst_cpu)
+            print(
+                f"CPU per event task: A {a_cpu:.1f} ms, B {b_cpu:.1f} ms; of which from the "
+                f"release to the final event: A {a_end:.1f} ms, B {b_end:.1f} ms"
+            )
 
             async def one_cancel(n: int) -> tuple[float, bool]:
                 key = f"c{n}"
@@ -292,6 +332,17 @@ def main() -> None:
     parser.add_argument("--cancels", type=int, default=100)
     parser.add_argument("--kill", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--at-once", type=int, default=10, help="event tasks released together")
+    parser.add_argument(
+        "--local-tap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also subscribe on A (the comparison stream; it is work for A as well)",
+    )
+    parser.add_argument(
+        "--staggered",
+        action="store_true",
+        help="release each task as soon as its own streams are open (the bench before 2026-12-02)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 
