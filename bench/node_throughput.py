@@ -14,10 +14,11 @@ Servers (each its own process, ``python bench/node_throughput.py --serve KIND --
 - ``d`` bare SDK echo server on ``DatabaseTaskStore`` (``sqlite+aiosqlite`` file, ``initialize()``).
 - ``h`` as ``b`` with ``server.metrics: false`` (issue 12: what metrics cost, (b)/(h) >= 0.97).
 
-Method: uvicorn 1 worker (asyncio loop, h11 unless uvloop/httptools are installed), access log
-off, log level warning, ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`` for every server; server
-pinned to CPU0 and wrk to CPU1 (``taskset``). Readiness is polled, one request is checked by hand,
-a 2 s wrk warm-up is discarded, then ``wrk -t1 -cC -dDs --latency --timeout 10s`` runs
+Method: uvicorn 1 worker (uvicorn's "auto": uvloop and httptools when installed, else asyncio
+and h11; ``--loop``/``--http`` force one for every server alike), access log off, log level
+warning, ``OTEL_INSTRUMENTATION_A2A_SDK_ENABLED=false`` for every server; server pinned to CPU0
+and wrk to CPU1 (``taskset``). Readiness is polled, one request is checked by hand, a 2 s wrk
+warm-up is discarded, then ``wrk -t1 -cC -dDs --latency --timeout 10s`` runs
 ``bench/wrk/send_message.lua``: every server gets the same body (a data part
 ``{"skill":"calculate","arguments":{"expression":"1+1"}}``; the echo executor echoes its empty
 text) with a unique messageId per request. The Lua script checks every response (2xx, no JSON-RPC
@@ -282,7 +283,9 @@ def serve(kind: str, port: int, data_dir: Path) -> None:
     if kind in ("b", "c", "e", "f", "h"):
         for name in _experiments():
             EXPERIMENTS[name](app)
-    server = make_server(app, "127.0.0.1", port)
+    loop = os.environ.get("BENCH_LOOP", "auto")
+    http = os.environ.get("BENCH_HTTP", "auto")
+    server = make_server(app, "127.0.0.1", port, loop=loop, http=http)  # type: ignore[arg-type]
     profile_to = os.environ.get("BENCH_PROFILE")
     if not profile_to:
         server.run()
@@ -498,8 +501,8 @@ def machine_facts(args: argparse.Namespace) -> list[str]:
     dirty = subprocess.run(
         [*git, "status", "--porcelain", "--", "node", "tools"], capture_output=True, text=True
     ).stdout.strip()
-    http = "httptools" if _importable("httptools") else "h11"
-    loop = "uvloop" if _importable("uvloop") else "asyncio"
+    http = args.http if args.http != "auto" else "httptools" if _importable("httptools") else "h11"
+    loop = args.loop if args.loop != "auto" else "uvloop" if _importable("uvloop") else "asyncio"
     return [
         f"machine: {os.cpu_count()} CPUs ({model}), {platform.system()} {platform.release()}",
         f"python {platform.python_version()}, a2a-sdk {version('a2a-sdk')}, "
@@ -550,6 +553,12 @@ def main() -> int:
         "--nice", type=int, default=0, help="niceness of servers and wrk (root: <0)"
     )
     parser.add_argument("--verbose", action="store_true", help="print wrk's raw output")
+    parser.add_argument(
+        "--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="every server's loop"
+    )
+    parser.add_argument(
+        "--http", choices=("auto", "h11", "httptools"), default="auto", help="every server's parser"
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.port, args.data_dir)
@@ -566,6 +575,7 @@ def main() -> int:
     env = {**os.environ, "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
     if args.experiment:
         env["BENCH_EXPERIMENT"] = args.experiment
+    env["BENCH_LOOP"], env["BENCH_HTTP"] = args.loop, args.http
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
     for line in machine_facts(args):

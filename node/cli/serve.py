@@ -9,7 +9,6 @@ is re-raised here so ``main`` prints it in one line; the traceback uvicorn would
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import socket
 import sys
@@ -158,7 +157,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
 
     try:
-        asyncio.run(_AnnouncingServer(config, banner).serve())
+        _AnnouncingServer(config, banner).run()  # on uvloop when installed (uvicorn's "auto")
     except SystemExit:  # uvicorn exits when the start-up fails or the port is taken
         failed = True
     else:
