@@ -13,6 +13,7 @@ different expression. The client's HTTP client is the node's own outbound one
 node's CPU time during the burst divided by the tasks (less noisy than wall time on a busy
 machine). Checked: every answer is COMPLETED with its own result, every task id is
 distinct, and after the burst ``ListTasks`` on the node lists every answered task COMPLETED
+(a page read is retried on a dropped connection; the burst's calls never are)
 (lost: answered but not kept; calls that failed are counted apart). Wall time: first send to
 last answer. Target (issue 13): ≤ 5 s, 0 lost.
 """
@@ -38,11 +39,22 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory  # noqa: E402
-from a2a.types import ListTasksRequest, SendMessageRequest, TaskState  # noqa: E402
+from a2a.client import (  # noqa: E402
+    A2ACardResolver,
+    A2AClientError,
+    Client,
+    ClientConfig,
+    ClientFactory,
+)
+from a2a.types import (  # noqa: E402
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    TaskState,
+)
 
 from node.client import artifacts_of, skill_message  # noqa: E402
-from node.outbound_http import outbound_client  # noqa: E402
+from node.outbound_http import LIMITS, outbound_client  # noqa: E402
 
 CLIENTS: dict[str, Callable[..., httpx.AsyncClient]] = {
     "aiohttp": outbound_client,
@@ -93,8 +105,24 @@ class Result(NamedTuple):
     node_cpu: float  # s during the burst
 
 
+async def list_page(client: Client, token: str) -> ListTasksResponse:
+    """One page of the check's listing; a read, so retried (twice) on a dropped connection."""
+    for attempt in range(3):
+        try:
+            return await client.list_tasks(ListTasksRequest(page_size=100, page_token=token))
+        except A2AClientError as exc:
+            if attempt == 2 or not isinstance(exc.__cause__, httpx.TransportError):
+                raise
+            print(f"    listing retried after: {exc}", flush=True)
+    raise AssertionError("unreachable")
+
+
 async def burst(url: str, tasks: int, client_kind: str, node_pid: int) -> Result:
-    limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
+    limits = httpx.Limits(
+        max_connections=tasks,
+        max_keepalive_connections=tasks,
+        keepalive_expiry=LIMITS.keepalive_expiry,
+    )
     async with CLIENTS[client_kind](limits=limits, timeout=60) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
         client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
@@ -126,7 +154,7 @@ async def burst(url: str, tasks: int, client_kind: str, node_pid: int) -> Result
         listed: set[str] = set()
         token = ""
         while True:
-            page = await client.list_tasks(ListTasksRequest(page_size=100, page_token=token))
+            page = await list_page(client, token)
             listed |= {t.id for t in page.tasks if t.status.state == TaskState.TASK_STATE_COMPLETED}
             token = page.next_page_token
             if not token:
