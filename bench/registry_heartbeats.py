@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -110,17 +111,20 @@ def cpu_of(pids: list[int]) -> float:
 
 
 def run_wrk(
-    urls: list[str], ids: list[str], seconds: float, connections: int
+    urls: list[str], ids: list[str], seconds: float, connections: int, start: int = 0
 ) -> tuple[int, float, float, Counter[str]]:
-    """One ``wrk`` per replica for ``seconds``, together: heartbeats answered 200 with an entry,
-    the worst replica's p50 and p99 (ms), and failures by kind."""
+    """One ``wrk`` per replica for ``seconds``, together (each from agent ``start`` on):
+    heartbeats answered 200 with an entry, the worst replica's p50 and p99 (ms), and failures
+    by kind."""
     with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as listing:
         listing.write("\n".join(ids) + "\n")
     try:
         command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--timeout", "30s"]
         command += ["--latency", "-s", str(WRK_SCRIPT)]
         procs = [
-            subprocess.Popen([*command, url, "--", listing.name], stdout=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [*command, url, "--", listing.name, str(start)], stdout=subprocess.PIPE, text=True
+            )
             for url in urls
         ]
         outs = [p.communicate()[0] for p in procs]
@@ -259,6 +263,12 @@ async def main() -> None:
         "--warmup", type=int, default=1, help="wrk: passes over every agent first (0: none)"
     )
     parser.add_argument("--known", type=int, default=None, help="registry known_agents setting")
+    parser.add_argument(
+        "--keep-db",
+        metavar="NAME",
+        help="fill PostgreSQL database NAME once and keep it (a later run with as many agents "
+        "reuses it; drop it by hand)",
+    )
     args = parser.parse_args()
     base = os.environ.get("A2A_NODE_TEST_PG_URL")
     if not base:
@@ -274,13 +284,17 @@ async def main() -> None:
     card_server = uvicorn.Server(config)
     card_task = asyncio.create_task(card_server.serve())
     extra = {"known_agents": args.known} if args.known is not None else {}
-    async with fresh_database(base, "a2a_bench_heartbeats") as db:
+    database = kept_database(base, args.keep_db) if args.keep_db else None
+    async with database or fresh_database(base, "a2a_bench_heartbeats") as db:
         registries: list[subprocess.Popen[bytes]] = []
         urls: list[str] = []
         try:
-            if args.fill == "direct":
-                # stamped an hour ahead: a long fill and start-up must not evict them first
-                ahead = time.time() + 3600
+            # stamped an hour ahead: a long fill and start-up must not evict them first
+            ahead = time.time() + 3600
+            ids = await kept_ids(db, args.agents, ahead) if args.keep_db else []
+            if ids:
+                print(f"reusing the {len(ids)} agents of database {args.keep_db}")
+            elif args.fill == "direct":
                 seconds, ids = await fill_store(db, Population(), args.agents, last_seen=ahead)
                 print(f"filled {args.agents} generated agents into the store in {seconds:.1f} s")
             for _ in range(args.replicas):
@@ -302,8 +316,7 @@ async def main() -> None:
             if args.sender == "wrk" and args.warmup:
                 t0 = time.perf_counter()
                 for _ in range(args.warmup):  # each replica sees every agent once
-                    for r in range(args.replicas):
-                        await warm(urls[r], ids, min(args.connections, 64))
+                    await asyncio.to_thread(warm, urls, ids, args.connections)
                 warmed = time.perf_counter() - t0
                 print(f"warm-up: every agent beaten once on every replica in {warmed:.1f} s")
             backends = await backend_pids(db)
@@ -351,21 +364,44 @@ async def main() -> None:
     )
 
 
-async def warm(url: str, ids: list[str], connections: int) -> None:
-    """Beat every agent once on the registry at ``url``, ``connections`` at a time."""
-    pool = Connections(url, connections)
-    todo = iter(ids)
+def warm(urls: list[str], ids: list[str], connections: int) -> None:
+    """Beat every agent at least once on every replica (wrk in 5 s runs, each going on from
+    where the slowest replica's last one stopped)."""
+    done = 0
+    while done < len(ids):
+        ok, _, _, failures = run_wrk(urls, ids, 5, connections, start=done)
+        if failures:
+            raise RuntimeError(f"warm-up heartbeats failed: {dict(failures)}")
+        done += ok // len(urls)
 
-    async def worker() -> None:
-        for agent_id in todo:
-            status = await pool.put(f"/v1/agents/{agent_id}/heartbeat")
-            if status != 200:
-                raise RuntimeError(f"warm-up heartbeat of {agent_id}: HTTP {status}")
 
+@contextlib.asynccontextmanager
+async def kept_database(base: str, name: str) -> AsyncIterator[str]:
+    """Database ``name`` (created when missing), kept after the run so the next reuses it."""
+    admin = await asyncpg.connect(base)
     try:
-        await asyncio.gather(*(worker() for _ in range(connections)))
+        if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
-        pool.close()
+        await admin.close()
+    yield base.rsplit("/", 1)[0] + "/" + name
+
+
+async def kept_ids(db: str, agents: int, last_seen: float) -> list[str]:
+    """The ids already in ``db`` (stamped ``last_seen`` again, so none is evicted during the
+    run); none when it is new. A database holding another number of agents is refused."""
+    conn = await asyncpg.connect(db)
+    try:
+        if not await conn.fetchval("SELECT to_regclass('registry_agents') IS NOT NULL"):
+            return []
+        ids = [r["id"] for r in await conn.fetch("SELECT id FROM registry_agents ORDER BY id")]
+        if len(ids) != agents:
+            sys.exit(f"the kept database holds {len(ids)} agents, not {agents}: drop it first")
+        await conn.execute("UPDATE registry_agents SET last_seen = $1", last_seen)
+        await conn.execute("VACUUM ANALYZE registry_agents")
+        return ids
+    finally:
+        await conn.close()
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
             ttl_s=args.ttl,
             evict_after_s=args.evict_after,
             sweep_interval_s=args.sweep_interval,
+            known_agents=args.known_agents,
             allow_cidrs=tuple(args.allow_cidr),
             metrics=not args.no_metrics,
             federation=FederationSettings(upstreams=_upstreams(args.upstream)),
@@ -333,6 +334,12 @@ def add_network_commands(subparsers: Any) -> None:
     p.add_argument("--ttl", type=float, default=30.0, help="seconds a heartbeat keeps one healthy")
     p.add_argument("--evict-after", type=float, help="seconds before a silent agent is removed")
     p.add_argument("--sweep-interval", type=float, help="seconds between eviction sweeps")
+    p.add_argument(
+        "--known-agents",
+        type=int,
+        default=100_000,
+        help="agents whose entries are kept for heartbeats (size it for the fleet; ~2.7 kB each)",
+    )
     p.add_argument("--public-url", help="base URL published in the registry's own card")
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind, open writes")
     p.add_argument("--no-metrics", action="store_true", help="do not serve GET /metrics")
