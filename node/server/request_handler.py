@@ -29,8 +29,10 @@ role (only ``ROLE_USER`` starts or continues a task: -32602), and a push configu
 node that does not push is refused (-32003) rather than silently dropped.
 
 With ``lean_path=True`` a new blocking send to cheap inline tools is served by
-:class:`~node.server.lean_path.LeanPath` (same task, one save, no SDK event machinery); every
-other send, and every one it declines, goes to the SDK handler.
+:class:`~node.server.lean_path.LeanPath` (same task, one save, no SDK event machinery), and so is
+one to peers (saved WORKING first, then terminal); every other send, and every one it declines,
+goes to the SDK handler. While a lean task's peer calls run, CancelTask, a cancel through another
+replica, SubscribeToTask (the current task, then the final one) and a retried send reach it here.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from contextlib import aclosing
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor
+from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.cluster.task_store import VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -56,6 +59,7 @@ from a2a.types import (
     Message,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
     TaskStatusUpdateEvent,
@@ -64,13 +68,14 @@ from a2a.utils.errors import (
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length
 
 from node.executor import NodeExecutor
 from node.protocol import INTERRUPTED, TERMINAL
-from node.server.lean_path import LeanPath
+from node.server.lean_path import LeanPath, LeanRun
 from node.store.ids import check_id
 from node.store.sends import SendIndex
 from node.store.terminal import TerminalTaskError
@@ -147,11 +152,14 @@ class NodeRequestHandler(DefaultRequestHandler):
             and isinstance(agent_executor, NodeExecutor)
             and not isinstance(plain, VersionedTaskStore)
         ):
+            stream = kwargs.get("event_stream")
             self.lean = LeanPath(
                 agent_executor,
                 plain,
                 agent_card,
                 self._request_context_builder,
+                versioned=task_store if isinstance(task_store, VersionedTaskStore) else None,
+                stream=stream if isinstance(stream, TaskEventStream) else None,
                 check_input_modes=self._validate_input_modes,
             )
 
@@ -203,6 +211,9 @@ class NodeRequestHandler(DefaultRequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         """Cancel a task; one that another replica finished meanwhile is not cancelable (-32002)."""
+        run = await self._lean_run(params.id, context)
+        if run is not None and self.lean is not None:
+            return await self.lean.cancel(run, context)
         try:
             task: Task | None = await super().on_cancel_task(params, context)
         except TerminalTaskError as exc:
@@ -215,9 +226,55 @@ class NodeRequestHandler(DefaultRequestHandler):
         The store already holds CANCELED (final), so the executor's next save is refused either
         way; this makes the stop immediate instead of waiting for that save.
         """
+        if self.lean is not None and self.lean.stop(task_id):
+            return
         stop = asyncio.get_running_loop().create_task(self._stop_canceled(task_id))
         self._stopping.add(stop)
         stop.add_done_callback(self._stopping.discard)
+
+    @validate_request_params
+    @validate(
+        lambda self: self._agent_card.capabilities.streaming,
+        "Streaming is not supported by the agent",
+    )
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        """Subscribe; a lean task running here streams its current state, then its final one."""
+        run = await self._lean_run(params.id, context)
+        if run is None:
+            async with aclosing(super().on_subscribe_to_task(params, context)) as events:
+                async for event in events:
+                    yield event
+            return
+        stored = await self._tasks.get(params.id, context)
+        if stored is None:  # pragma: no cover - _lean_run read it a moment ago
+            raise TaskNotFoundError
+        yield stored
+        yield await self._outcome(run, stored, context)
+
+    async def aclose(self) -> None:
+        """Stop lean runs still going, then drain the SDK's active tasks."""
+        if self.lean is not None:
+            await self.lean.aclose()
+        await super().aclose()
+
+    async def _lean_run(self, task_id: str, context: ServerCallContext) -> LeanRun | None:
+        """The lean run of the caller's live task ``task_id`` in this process, if any."""
+        run = self.lean.running(task_id) if self.lean is not None else None
+        if run is None:
+            return None
+        stored = await self._tasks.get(task_id, context)  # owner-scoped, as every read
+        if stored is None or stored.status.state in TERMINAL:
+            return None
+        return run
+
+    async def _outcome(self, run: LeanRun, task: Task, context: ServerCallContext) -> Task:
+        """A lean run's terminal task; the stored state if it ended in an error."""
+        try:
+            return await run.outcome()
+        except Exception:
+            return await self._tasks.get(task.id, context) or task
 
     async def _stop_canceled(self, task_id: str) -> None:
         active = await self._active_task_registry.get(task_id)
@@ -288,6 +345,9 @@ class NodeRequestHandler(DefaultRequestHandler):
         """``task`` once terminal or interrupted if it runs here, else as stored now."""
         if task.status.state in SETTLED:
             return task
+        run = await self._lean_run(task.id, context)
+        if run is not None:
+            return await self._outcome(run, task, context)
         active = await self._active_task_registry.get(task.id)
         if active is None:
             return task
@@ -307,6 +367,11 @@ class NodeRequestHandler(DefaultRequestHandler):
         """The current task, then its live events while it runs on this replica."""
         config = params.configuration
         active = None
+        run = None if task.status.state in SETTLED else await self._lean_run(task.id, context)
+        if run is not None:
+            yield apply_history_length(task, config)
+            yield apply_history_length(await self._outcome(run, task, context), config)
+            return
         if task.status.state not in SETTLED:
             active = await self._active_task_registry.get(task.id)
         if active is not None:
