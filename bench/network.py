@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import platform
 import shutil
@@ -35,6 +36,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
@@ -82,8 +84,22 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def _coordinator_card(path: str, directory: Path) -> str:
+    """``cards/coordinator.yaml`` for ``--coordinator-path``: as is (lean) or with it off (sdk)."""
+    card = ROOT / "cards/coordinator.yaml"
+    if path == "lean":
+        return str(card)
+    if path != "sdk":
+        raise SystemExit(f"--coordinator-path takes lean and/or sdk, not {path!r}")
+    data = yaml.safe_load(card.read_text())
+    data.setdefault("server", {})["lean_path"] = False
+    copy = directory / "coordinator-sdk-path.yaml"
+    copy.write_text(yaml.safe_dump(data))
+    return str(copy)
+
+
 async def hop_latency(
-    store: str, calls: int, warmup: int
+    store: str, calls: int, warmup: int, coordinator_path: str = "lean"
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
     """Start registry + data + coordinator, wait until the coordinator can reach data, measure.
 
@@ -92,14 +108,16 @@ async def hop_latency(
     hundreds of calls although one tick is 10 ms).
     """
     reg, data, coord = (registry_search.free_port() for _ in range(3))
-    spec = NetworkSpec(
-        registry=RegistrySpec(port=reg),
-        nodes=[
-            NodeSpec(card=str(ROOT / "cards/data.yaml"), port=data, store=store),
-            NodeSpec(card=str(ROOT / "cards/coordinator.yaml"), port=coord, store=store),
-        ],
-    )
     with tempfile.TemporaryDirectory() as tmp:
+        coordinator_card = _coordinator_card(coordinator_path, Path(tmp))
+        spec = NetworkSpec(
+            startup_timeout_s=300,  # a loaded machine starts three processes slowly
+            registry=RegistrySpec(port=reg),
+            nodes=[
+                NodeSpec(card=str(ROOT / "cards/data.yaml"), port=data, store=store),
+                NodeSpec(card=coordinator_card, port=coord, store=store),
+            ],
+        )
         network = Network(spec, spec_dir=ROOT, run_dir=Path(tmp), log_level="warning")
         await network.start()
         try:
@@ -180,16 +198,21 @@ async def main() -> None:
     parser.add_argument("--agents", type=int, default=10_000)
     parser.add_argument("--duration", type=int, default=5, help="seconds per search query kind")
     parser.add_argument("--skip-search", action="store_true")
+    parser.add_argument(
+        "--coordinator-path",
+        default="lean",
+        help="lean (the card as is), sdk (the coordinator's lean path off), or lean,sdk",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OTEL_INSTRUMENTATION_A2A_SDK_ENABLED", "false")
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}")
     print(f"(a)/(b): {args.calls} sequential SendMessage calls each (raw httpx JSON-RPC), "
           f"after {args.warmup} warm-up calls")  # fmt: skip
-    for store in args.stores.split(","):
+    for store, path in itertools.product(args.stores.split(","), args.coordinator_path.split(",")):
         load = _load()
-        samples, cpu = await hop_latency(store, args.calls, args.warmup)
+        samples, cpu = await hop_latency(store, args.calls, args.warmup, path)
         direct, hop = samples["direct"], samples["one hop"]
-        print(f"\n  store {store} ({load} before)")
+        print(f"\n  store {store}, coordinator path {path} ({load} before)")
         print(f"    {'':<36}{'p50 ms':>8}{'p99 ms':>8}{'mean ms':>9}"
               f"{'data CPU':>10}{'coord CPU':>11}  (ms per call)")  # fmt: skip
         for label, kind, values in (

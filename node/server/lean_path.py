@@ -230,6 +230,7 @@ class LeanPath:
         self._waits = waits
         self._runs: dict[str, LeanRun] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._works: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def qualifies(params: SendMessageRequest) -> bool:
@@ -276,6 +277,8 @@ class LeanPath:
             run = LeanRun(task.id, context, manager)
             queue.on_working = lambda event: self._first_save(run, event)
             run.work = asyncio.create_task(self._work(run, prepared, task, updater))
+            self._works.add(run.work)  # the loop holds tasks weakly; a sender may hang up
+            run.work.add_done_callback(self._works.discard)
             return apply_history_length(await run.outcome(), params.configuration)
         await self._executor.finish(prepared, task, updater)
         final = await manager.get_task()
@@ -316,8 +319,10 @@ class LeanPath:
                 final = await self._store.get(run.task_id, run.context) or final
             run.settle(final)
         except asyncio.CancelledError:  # CancelTask here, or through another replica, or closing:
-            if run.error is not None:  # whoever stopped the run settles it
+            if run.error is not None:  # whoever stopped the run settles it, else:
                 run.settle(error=run.error)
+            elif not run.canceling:
+                run.settle(error=RuntimeError("the task's calls were stopped"))
         except Exception as exc:  # a store failure: the sender gets the error (module doc)
             run.settle(error=exc)
 
@@ -406,6 +411,10 @@ class LeanPath:
                 with contextlib.suppress(asyncio.CancelledError):
                     await run.work
             run.settle(error=RuntimeError("the node is shutting down"))
+        for work in list(self._works):  # runs not stored yet settle themselves when stopped
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
         for follow in list(self._stopping):
             with contextlib.suppress(Exception):
                 await follow
