@@ -264,12 +264,25 @@ async def main() -> None:
     )
     parser.add_argument("--known", type=int, default=None, help="registry known_agents setting")
     parser.add_argument(
+        "--ttl",
+        type=float,
+        default=30.0,
+        help="registry ttl_s (evicted after 3x; wrk at 100k agents: longer than a pass over "
+        "them, else the next pass finds each agent silent for evict_after and reads its row)",
+    )
+    parser.add_argument(
         "--keep-db",
         metavar="NAME",
         help="fill PostgreSQL database NAME once and keep it (a later run with as many agents "
         "reuses it; drop it by hand)",
     )
+    parser.add_argument(
+        "--entry-bytes", action="store_true", help="only print the memory of a cache entry"
+    )
     args = parser.parse_args()
+    if args.entry_bytes:
+        entry_bytes()
+        return
     base = os.environ.get("A2A_NODE_TEST_PG_URL")
     if not base:
         sys.exit("set A2A_NODE_TEST_PG_URL (source /tmp/pgenv)")
@@ -299,8 +312,8 @@ async def main() -> None:
                 print(f"filled {args.agents} generated agents into the store in {seconds:.1f} s")
             for _ in range(args.replicas):
                 settings = RegistrySettings(
-                    port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), **extra
-                )  # default ttl_s and heartbeat settings
+                    port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=args.ttl, **extra
+                )  # default heartbeat settings (one flush per second)
                 registries.append(start_registry(settings))
                 urls.append(settings.base_url)
                 await wait_ready(settings.base_url + "/healthz")
@@ -362,6 +375,36 @@ async def main() -> None:
         f"registry RSS {', '.join(f'{r:.0f}' for r in rss)} MB; load before "
         f"{load[0]:.1f} {load[1]:.1f}, after {' '.join(f'{x:.1f}' for x in os.getloadavg()[:2])}"
     )
+
+
+def entry_bytes(agents: int = 20_000) -> None:
+    """Print the bytes one :class:`KnownAgents` entry holds (tracemalloc), for generated agents
+    read as from the store (fresh strings), with and without its kept heartbeat answer."""
+    import gc
+    import pickle
+    import tracemalloc
+    from dataclasses import replace
+
+    from node.registry.heartbeat_route import _head
+    from node.registry.known import KnownAgents
+
+    population, now = Population(), time.time()
+    blob = pickle.dumps([replace(population.agent(i, now)[0], card={}) for i in range(agents)])
+    for with_head in (False, True):
+        gc.collect()
+        tracemalloc.start()
+        records = pickle.loads(blob)
+        known = KnownAgents(agents)
+        for record in records:
+            known.put(record.id, "0123456789abcdef0123456789abcdef", record)
+            if with_head:
+                known.keep_head(record.id, _head(record))
+        del records
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        what = "with its kept answer" if with_head else "entry only"
+        print(f"KnownAgents, {what}: {used / agents:.0f} bytes per agent ({agents} agents)")
 
 
 def warm(urls: list[str], ids: list[str], connections: int) -> None:
