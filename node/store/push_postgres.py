@@ -8,9 +8,10 @@ sharing the database share the configs.
 Delivery looks up a task's configs for every batch of its events, and most tasks have none: the
 lookups are cached per task (an LRU of :data:`CACHE_TASKS` tasks) while this store listens on its
 table's channel. Every write of a config sends ``pg_notify(<channel>, <task id>)`` in its
-transaction, so each replica drops that task's entry when the write commits (a lookup that raced
-with a notification is not cached). When the listening connection is lost, the cache is emptied
-and not used until a later lookup (at most every :data:`RELISTEN_S`) listens again.
+transaction, so each replica drops that task's entry when the notification arrives, within ms of
+the commit (a lookup that raced with a notification is not cached). When the listening
+connection is lost, the cache is emptied and not used until a later lookup (at most every
+:data:`RELISTEN_S`) listens again.
 """
 
 from __future__ import annotations
