@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from registry_scale import Population, cpu_s, fill_store, fresh_database, rss_mb  # noqa: E402
-from registry_search import card_app, free_port, start_registry, stop_registry, wait_ready  # noqa: E402
+from registry_search import card_app, free_port, stop_registry, wait_ready  # noqa: E402
 
 from node.registry import RegistrySettings  # noqa: E402
 
@@ -86,6 +86,24 @@ async def commits(url: str) -> int:
         return int(value)
     finally:
         await conn.close()
+
+
+def start_registry(settings: RegistrySettings, loop: str) -> subprocess.Popen[bytes]:
+    """``serve_registry`` in its own process, as ``a2a-node registry`` runs it
+    (``run_registry``: uvloop when installed) or on asyncio's loop (``loop="asyncio"``)."""
+    run = "run_registry(s)" if loop == "uvloop" else "asyncio.run(serve_registry(s))"
+    script = (
+        "import asyncio, sys\n"
+        "from node.registry import RegistrySettings, serve_registry\n"
+        "from node.registry.app import run_registry\n"
+        f"s = RegistrySettings.model_validate_json(sys.argv[1])\n{run}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "false"}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, settings.model_dump_json()],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def backend_pids(url: str) -> list[int]:
@@ -264,6 +282,12 @@ async def main() -> None:
     )
     parser.add_argument("--known", type=int, default=None, help="registry known_agents setting")
     parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the registries' event loop (uvloop: as a2a-node registry runs, when installed)",
+    )
+    parser.add_argument(
         "--ttl",
         type=float,
         default=30.0,
@@ -314,7 +338,7 @@ async def main() -> None:
                 settings = RegistrySettings(
                     port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=args.ttl, **extra
                 )  # default heartbeat settings (one flush per second)
-                registries.append(start_registry(settings))
+                registries.append(start_registry(settings, args.loop))
                 urls.append(settings.base_url)
                 await wait_ready(settings.base_url + "/healthz")
             await wait_ready(cards_url + "/agents/0/card.json")

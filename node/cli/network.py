@@ -35,7 +35,8 @@ TOKEN_ENV_DEFAULT = "A2A_NODE_REGISTRY_TOKEN"
 def cmd_registry(args: argparse.Namespace) -> int:
     from pydantic import SecretStr, ValidationError
 
-    from node.registry import RegistrySettings, serve_registry
+    from node.registry import RegistrySettings
+    from node.registry.app import run_registry
     from node.registry.settings import FederationSettings
 
     token: SecretStr | None = None
@@ -70,7 +71,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
         raise ConfigError(
             "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         ) from exc
-    asyncio.run(serve_registry(settings))
+    run_registry(settings)  # on uvloop when installed
     return 0
 
 

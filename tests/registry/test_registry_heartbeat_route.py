@@ -168,3 +168,10 @@ def test_the_setting_defaults_to_a_fleet_and_refuses_nonsense(tmp_path) -> None:
 )
 def test_heartbeat_paths(path: str, agent_id: str | None) -> None:
     assert heartbeat_id(path) == agent_id
+
+
+def test_the_cli_refuses_a_negative_known_agents(tmp_path) -> None:
+    from node.cli import main
+
+    db = str(tmp_path / "r.db")
+    assert main(["registry", "--db", db, "--known-agents", "-1"]) == 2
