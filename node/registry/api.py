@@ -25,7 +25,7 @@ from node.registry.conditional import conditional_response
 from node.registry.errors import BadRequest, UnreadableEntry, UnsupportedMediaType
 from node.registry.federation import HOP_HEADER, Federation
 from node.registry.openapi import openapi_document
-from node.registry.records import RENDER_ERRORS, AgentRecord, render_entry
+from node.registry.records import RENDER_ERRORS, AgentRecord, EntryRenderer
 from node.registry.service import (
     DEFAULT_PAGE_SIZE,
     MAX_QUERY_CHARS,
@@ -52,11 +52,12 @@ def api_routes(
     and heartbeats.
     """
     document = openapi_document(registry.settings)
+    renderer = EntryRenderer()  # entries' fixed parts rendered once (bounded)
 
     async def render(record: AgentRecord, *, with_card: bool) -> bytes | None:
         """The entry's JSON, or ``None`` (and the entry set aside) when it cannot be rendered."""
         try:
-            return render_entry(
+            return renderer.render(
                 record,
                 healthy=registry.is_healthy(record),
                 expires_at=registry.expires_at(record),

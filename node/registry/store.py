@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 WRITE_LOCK = 0x5245_4743  # advisory lock key: registrations and deletions (PostgreSQL)
 SWEEP_LOCK = 0x5245_4753  # advisory lock key: one sweeper at a time (PostgreSQL)
 CHUNK = 500  # ids per IN (...) list
+DECODED_ROWS = 10_000  # rows searches keep decoded (a few kB each)
 
 _BEAT_SQL = {
     "postgresql": (
@@ -154,6 +156,10 @@ class AgentStore:
         """Whether free text is served by a trigram index (PostgreSQL without the ``pg_trgm``
         extension, which this user could not create, scans instead)."""
         self._bulk = False  # inside bulk_load: FTS entries and secondary indexes come at the end
+        self._decoded: OrderedDict[tuple[Any, Any], Stored] = OrderedDict()
+        """Rows searches decoded, by raw (id, rev): only heartbeats change a row and keep its
+        rev, so a row seen again decodes its ``last_seen`` and ``name_key`` only (LRU)."""
+        self._column_sets: dict[bool, list[ColumnElement[Any]]] = {}
 
     @property
     def dialect(self) -> str:
@@ -255,10 +261,21 @@ class AgentStore:
             if len(rows) < f.limit:
                 rows = (await conn.execute(page_statement(f, columns, dialect))).all()
         out: list[tuple[Key, Stored | BadRow]] = []
+        decoded = self._decoded
         for row in rows:
             values = row._asdict()
             key = values.pop("page_key")
-            found = _decode(values)
+            seen = (values["id"], values["rev"])  # raw: a row's columns change only with rev
+            hit = decoded.get(seen) if seen[1] is not None else None
+            if hit is None:
+                found = _decode(values)
+                if isinstance(found, Stored) and seen[1] is not None:
+                    decoded[seen] = found
+                    if len(decoded) > DECODED_ROWS:
+                        decoded.popitem(last=False)
+            else:
+                decoded.move_to_end(seen)
+                found = _seen_again(hit, values)
             out.append(
                 ((_id_of(key), found.id if isinstance(found, BadRow) else found.record.id), found)
             )
@@ -369,6 +386,8 @@ class AgentStore:
             self._bulk = False
             async with _translated("finish a bulk load"), engine.begin() as conn:
                 await self._build_indexes(conn, fill_fts=True)
+                if self.dialect == "postgresql":  # statistics for the new expression indexes
+                    await conn.execute(text("ANALYZE registry_agents, registry_terms"))
 
     async def _build_indexes(self, conn: AsyncConnection, *, fill_fts: bool = False) -> None:
         """Create every secondary index (those that exist are left alone); with ``fill_fts``
@@ -543,8 +562,10 @@ class AgentStore:
             await conn.execute(insert(fts).from_select([name, "rowid", col], source))
 
     def _columns(self, with_card: bool) -> list[ColumnElement[Any]]:
-        chosen = [*_LIGHT, agents.c.card] if with_card else _LIGHT
-        return [self._raw(c) for c in chosen]
+        if (found := self._column_sets.get(with_card)) is None:
+            chosen = [*_LIGHT, agents.c.card] if with_card else _LIGHT
+            found = self._column_sets[with_card] = [self._raw(c) for c in chosen]
+        return found
 
     def _raw(self, column: Column[Any]) -> ColumnElement[Any]:
         return _raw(column, self._eng().dialect.name)
@@ -737,6 +758,31 @@ def _skill(value: object) -> Skill:
         if type(tag) is not str:
             raise _Undecodable("a tag in column skills is not a string")
     return Skill(id=skill_id, name=name, description=description, tags=tuple(tags))
+
+
+def _seen_again(known: Stored, values: dict[str, Any]) -> Stored | BadRow:
+    """A row decoded before at the same revision: ``known`` with the row's heartbeat time and
+    whether it is served (what can change without a new revision)."""
+    try:
+        last_seen = _time(values, "last_seen")
+    except _Undecodable as exc:
+        return BadRow(known.record.id, str(exc))
+    r = known.record
+    return Stored(
+        AgentRecord(
+            r.id,
+            r.card_url,
+            r.name,
+            r.description,
+            r.skills,
+            r.card,
+            r.registered_at,
+            last_seen,
+            r.card_etag,
+        ),
+        rev=known.rev,
+        served=values.get("name_key") is not None,
+    )
 
 
 def _decode(values: dict[str, Any]) -> Stored | BadRow:

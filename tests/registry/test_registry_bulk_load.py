@@ -1,0 +1,120 @@
+"""A bulk load (``AgentStore.bulk_load``: indexes and FTS entries built at the end) serves what
+row-by-row writes serve, and the scale bench's directly built rows are what ``save`` writes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from bench.registry_scale import Population
+from node.errors import RegistryError
+from node.registry import RegistrySettings
+from node.registry.records import AgentRecord
+from node.registry.schema import FTS_TABLES, agents, query_words, terms
+from node.registry.search_sql import Filter
+from node.registry.store import AgentStore, Stored, async_url
+from tests.registry.test_registry_search_engines import expected
+
+
+async def opened(db: str) -> AgentStore:
+    store = AgentStore(async_url(RegistrySettings(db=db).db_url))
+    await store.open()
+    return store
+
+
+async def stored(store: AgentStore) -> tuple[list[Any], list[Any]]:
+    """Every agent row (``rev`` aside: random at each write) and every term row."""
+    async with store._eng().connect() as conn:
+        columns = [c for c in agents.columns if c.name != "rev"]
+        rows = (await conn.execute(select(*columns).order_by(agents.c.id))).all()
+        found = (await conn.execute(select(terms).order_by(*terms.c))).all()
+        if store.dialect == "sqlite":  # the FTS tables agree with the rows they index
+            for name in FTS_TABLES:
+                await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('integrity-check')"))
+    return [tuple(r) for r in rows], [tuple(t) for t in found]
+
+
+async def found_by_every_term(store: AgentStore, agent_id: str, words: str, name: str) -> None:
+    """Each of its skills, tags, words, word beginnings and a part of its name finds the agent
+    (a page that is not full is answered by the terms, word and name indexes)."""
+    found = (await stored(store))[1]
+    filters = [Filter(skill=t[1]) if t[0] == "s" else Filter(tag=t[1]) for t in found]
+    filters += [Filter(q=w) for w in words.split()] + [Filter(q=w[:3]) for w in words.split()]
+    filters.append(Filter(q=name.casefold()[2:7]))  # inside the name
+    for f in filters:
+        assert agent_id in {key[1] for key, _ in await store.search(f)}, f
+
+
+async def test_generated_rows_filled_in_bulk_are_what_save_writes(db: str) -> None:
+    population = Population()
+    record, _ = population.agent(5, 1_000.0)
+    store = await opened(db)
+    try:
+        async with store.bulk_load():
+            await store.save_many(population.rows(5, 6, 1_000.0))
+        bulk = await stored(store)
+        assert [r[0] for r in bulk[0]] == [record.id] and bulk[1]
+        words = " ".join(dict.fromkeys(query_words(record.name + " " + record.description)))
+        await found_by_every_term(store, record.id, words, record.name)
+        await store.delete([record.id])
+        assert await stored(store) == ([], [])
+        await store.save(record, live_after=0.0)
+        assert await stored(store) == bulk
+        await found_by_every_term(store, record.id, words, record.name)
+    finally:
+        await store.close()
+
+
+async def test_bulk_load_fills_only_an_empty_store_and_then_serves_every_search(db: str) -> None:
+    population = Population()
+    records = [population.agent(i, 1_000.0)[0] for i in range(600)]
+    store = await opened(db)
+    try:
+        async with store.bulk_load():
+            await store.save_many(population.rows(0, 300, 1_000.0))
+            await store.save_many(population.rows(300, 600, 1_000.0))
+        await stored(store)  # SQLite's FTS tables pass their integrity check
+        with pytest.raises(RegistryError, match="empty"):
+            async with store.bulk_load():
+                pass
+        queries = [{"q": q} for q in ("fin", "robust", "lawyers", "nexx", "zzz", "analysts fa")]
+        queries += [{"skill": s} for s in population.skills[:3]]
+        queries += [{"tag": t} for t in population.tags[:3]]
+        total = 0
+        for params in queries:
+            want = expected(records, 1_000.0, **params)
+            got = [key[1] for key, _ in await store.search(Filter(**params, limit=600))]
+            assert got == want, params
+            total += len(want)
+        assert total > 300  # the queries find something
+    finally:
+        await store.close()
+
+
+async def test_a_row_searched_again_shows_its_heartbeat_and_its_rewrite(db: str) -> None:
+    """Searches keep rows decoded by (id, rev): a heartbeat (same rev) and a rewrite (new rev)
+    still show at once."""
+    population = Population()
+    record = population.agent(7, 1_000.0)[0]
+    light = replace(record, card={})  # what a search reads
+    store = await opened(db)
+    try:
+        await store.save(record, live_after=0.0)
+        f = Filter(skill=record.skills[0].id)
+
+        async def only() -> AgentRecord:
+            [(_, found)] = await store.search(f)
+            assert isinstance(found, Stored)
+            return found.record
+
+        assert await only() == light
+        await store.beat({record.id: 1_050.0})
+        assert await only() == replace(light, last_seen=1_050.0)
+        renamed = replace(record, name="Renamed Agent", last_seen=1_060.0)
+        await store.save(renamed, live_after=2_000.0)
+        assert await only() == replace(renamed, card={})
+    finally:
+        await store.close()
