@@ -536,8 +536,10 @@ async def measure(kind: str, args: argparse.Namespace, population: Population) -
         try:
             await wait_ready(settings.base_url + "/healthz", timeout_s=args.ready_timeout)
             out["startup_s"] = time.perf_counter() - t0
-            async with httpx.AsyncClient(base_url=settings.base_url) as http:
+            async with httpx.AsyncClient(base_url=settings.base_url, timeout=900) as http:
                 held = (await http.get("/healthz")).json()["agents"]
+                # the first listing sweeps and counts health over every row: not a search
+                (await http.get("/v1/agents", params={"page_size": 1})).raise_for_status()
             out["rss_start"] = rss_mb(registry.pid)[0]
             print(f"registry ready in {out['startup_s']:.1f} s holding {held} agents, "
                   f"RSS {out['rss_start']:.0f} MB (load {uptime()})")  # fmt: skip
