@@ -352,7 +352,7 @@ class AgentStore:
         rows = records if isinstance(records, Rows) else rows_of(records)
         if not rows.ids:
             return
-        async with self._writing("save agents") as conn:
+        async with self._writing("save agents") as conn, self._big_cache(conn):
             ids, urls = rows.ids, rows.urls
             replaced: set[str] = set()  # read first: deleting is dear, and mostly finds nothing
             if self.dialect == "postgresql":
@@ -509,6 +509,19 @@ class AgentStore:
                 await conn.execute(text(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"))
             yield conn
 
+    @asynccontextmanager
+    async def _big_cache(self, conn: AsyncConnection) -> AsyncIterator[None]:
+        """SQLite: a larger page cache for one bulk write, given back after (a pooled
+        connection keeps what its cache holds)."""
+        if self.dialect != "sqlite":
+            yield
+            return
+        await conn.exec_driver_sql(f"PRAGMA cache_size={_WRITE_CACHE}")
+        try:
+            yield
+        finally:
+            await conn.exec_driver_sql(f"PRAGMA cache_size={_READ_CACHE}")
+
     async def _insert(self, conn: AsyncConnection, records: Sequence[AgentRecord]) -> None:
         await conn.execute(agents.insert(), [_to_row(r) for r in records])
         rows = [t for r in records for t in term_rows(r)]
@@ -613,13 +626,16 @@ async def _translated(what: str) -> AsyncIterator[None]:
         raise RegistryError(f"the registry database failed to {what}") from exc
 
 
+_READ_CACHE = -8192  # KiB of SQLite page cache per pooled connection (up to 15 under load)
+_WRITE_CACHE = -32768  # for bulk writes: 5,000 rows spill a smaller cache mid-transaction
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")  # registry_terms rows go with their agent
-    # 2 MB by default: a bulk write of a few thousand rows spills pages mid-transaction
-    cursor.execute("PRAGMA cache_size=-32768")  # KiB, allocated as used
+    cursor.execute(f"PRAGMA cache_size={_READ_CACHE}")
     cursor.close()
 
 
