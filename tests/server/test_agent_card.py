@@ -56,3 +56,63 @@ async def test_public_url_is_what_the_card_advertises(tmp_path):
     urls = [i["url"] for i in body["supportedInterfaces"]]
     assert urls == ["https://node.example.test/base/", "https://node.example.test/base/rest"] * 2
     assert body["url"] == "https://node.example.test/base/"  # the 0.3 field
+
+
+async def test_cached_card_route_answers_as_the_sdk_route_byte_for_byte_as_the_card_changes():
+    """The serialized card is cached per content; every answer equals the SDK endpoint's."""
+    from a2a.server.routes import create_agent_card_routes
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+    from starlette.applications import Starlette
+
+    from node.server.card_route import agent_card_route
+
+    def make(skills: list[str]) -> AgentCard:
+        return AgentCard(
+            name="n",
+            description="d",
+            version="1",
+            supported_interfaces=[AgentInterface(url="http://n/", protocol_binding="JSONRPC")],
+            capabilities=AgentCapabilities(streaming=True),
+            default_input_modes=["application/json"],
+            default_output_modes=["application/json"],
+            skills=[AgentSkill(id=s, name=s, description=s, tags=["t"]) for s in skills],
+        )
+
+    now = [make(["a"])]
+
+    async def modifier(_: AgentCard) -> AgentCard:
+        return now[0]
+
+    ours = Starlette(routes=[agent_card_route(now[0], modifier, 60)])
+    sdk = Starlette(
+        routes=create_agent_card_routes(
+            now[0], card_modifier=modifier, cache_control="public, max-age=60"
+        )
+    )
+
+    def same(a: httpx.Response, b: httpx.Response) -> str:
+        assert a.status_code == b.status_code and a.content == b.content
+        theirs = [(k, v) for k, v in b.headers.multi_items()]
+        assert [(k, v) for k, v in a.headers.multi_items() if k != "last-modified"] == theirs
+        return a.headers["last-modified"]
+
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=ours), base_url="http://x") as c1,
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=sdk), base_url="http://x") as c2,
+    ):
+        etags = []
+        for skills in (["a"], ["a"], ["a", "b"], ["a", "b"], ["a"], []):
+            now[0] = make(skills)  # a new object each time: only the content keys the cache
+            first = same(await c1.get(CARD_PATH), await c2.get(CARD_PATH))
+            etag = (await c2.get(CARD_PATH)).headers["etag"]
+            etags.append(etag)
+            for match in (etag, f'"{etag[2:]}"', f'"x", {etag}', "*", '"other"'):
+                headers = {"If-None-Match": match}
+                assert (
+                    same(
+                        await c1.get(CARD_PATH, headers=headers),
+                        await c2.get(CARD_PATH, headers=headers),
+                    )
+                    == first
+                )
+        assert len(set(etags)) == 3 and etags[0] == etags[1] == etags[4] != etags[2]
