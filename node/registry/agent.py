@@ -1,16 +1,24 @@
 """The registry as an A2A agent: its card (skill ``find_agents``) and the executor behind it.
 
 A data part ``{"skill": "find_agents", "arguments": {"skill"?, "tag"?, "q"?, "healthy"?,
-"limit"?, "page_token"?}}`` or a text part (used as ``q``) is answered with ONE agent message
-(no task: the lookup is instant and stateless, so nothing is kept in the task store). Its parts
-are a data part and a short text summary. The data part is either
+"limit"?, "page_token"?, "scope"?}}`` or a text part (used as ``q``) is answered with ONE agent
+message (no task: the lookup is instant and stateless, so nothing is kept in the task store). Its
+parts are a data part and a short text summary. The data part is either
 ``{"agents": [{id, name, card_url, skills, healthy}, ...], "next_page_token": ...}`` or, for
 invalid arguments, the REST API's error body ``{"error": {"code": "bad_request", "message": ...}}``.
+
+Federated as ``GET /v1/agents`` is (:mod:`node.registry.federation`): a short last page, or any
+last page with ``scope: "federated"``, is completed by the upstream registries, their agents
+marked ``"registry"`` and the page's data part carrying ``"federation"`` (how each upstream
+fared); ``scope: "local"`` stays home. The hop state of a forwarded message (its metadata, as
+between nodes) bounds the forwarding.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
@@ -30,9 +38,12 @@ from a2a.types import (
     StringList,
 )
 from a2a.utils.errors import UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict
 
+from node.protocol import HOP
 from node.registry import safejson
 from node.registry.errors import BadRequest, error_body, status_and_code
+from node.registry.federation import Federation
 from node.registry.records import RENDER_ERRORS
 from node.registry.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Query, Registry
 from node.registry.settings import RegistrySettings
@@ -45,7 +56,16 @@ SKILL_ID = "find_agents"
 REGISTRY_VERSION = "0.1.0"
 A2A_PATH = "/a2a"
 A2A_REST_PATH = "/a2a/rest"
-_TEXT_ARGS = ("skill", "tag", "q", "page_token")
+_TEXT_ARGS = ("skill", "tag", "q", "page_token", "scope")
+_ENTRY_FIELDS = ("id", "name", "card_url", "skills", "healthy", "registry")
+
+
+@dataclass(frozen=True, slots=True)
+class FindRequest:
+    """One ``find_agents`` call: the local search, and how far it may federate."""
+
+    query: Query
+    scope: str | None = None  # "local" | "federated" | None (federate a short last page)
 
 
 def registry_card(settings: RegistrySettings, grpc_port: int | None = None) -> AgentCard:
@@ -74,7 +94,9 @@ def registry_card(settings: RegistrySettings, grpc_port: int | None = None) -> A
                 description=(
                     "List registered agents matching a skill id, a tag and/or free text; "
                     'send {"skill": "find_agents", "arguments": {"skill": ..., "tag": ..., '
-                    '"q": ..., "healthy": true, "limit": 50}} or plain text (searched as q).'
+                    '"q": ..., "healthy": true, "limit": 50}} or plain text (searched as q); '
+                    'a short page is completed by upstream registries ("scope": "local" or '
+                    '"federated" to choose).'
                 ),
                 tags=["registry", "discovery"],
                 examples=["translation", '{"skill": "find_agents", "arguments": {"tag": "math"}}'],
@@ -94,11 +116,11 @@ def registry_card(settings: RegistrySettings, grpc_port: int | None = None) -> A
     return card
 
 
-def parse_request(message: Message) -> Query:
-    """Turn a message into a search :class:`Query` (raises :class:`BadRequest`)."""
+def parse_request(message: Message) -> FindRequest:
+    """Turn a message into a :class:`FindRequest` (raises :class:`BadRequest`)."""
     data = [d for d in get_data_parts(message.parts) if isinstance(d, dict)]
     if not data:
-        return Query(q=get_message_text(message).strip() or None)
+        return FindRequest(Query(q=get_message_text(message).strip() or None))
     request = data[0]
     if request.get("skill", SKILL_ID) != SKILL_ID:
         raise BadRequest(f"unknown skill {request.get('skill')!r}; this agent offers {SKILL_ID!r}")
@@ -123,7 +145,7 @@ def parse_request(message: Message) -> Query:
         or (isinstance(limit, float) and not limit.is_integer())
     ):
         raise BadRequest(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}")
-    return Query(
+    query = Query(
         skill=args.get("skill") or None,
         tag=args.get("tag") or None,
         q=args.get("q") or None,
@@ -131,19 +153,25 @@ def parse_request(message: Message) -> Query:
         page_size=int(limit),
         page_token=args.get("page_token") or None,
     )
+    return FindRequest(query, Federation.check_scope(args.get("scope")))
 
 
 class FindAgentsExecutor(AgentExecutor):
-    """Answers ``find_agents`` from the registry's search with one agent message."""
+    """Answers ``find_agents`` from the registry's search with one agent message; ``federation``
+    (the one ``GET /v1/agents`` uses) completes short pages from upstream registries."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, federation: Federation | None = None) -> None:
         self.registry = registry
+        self.federation = federation
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         if context.message is None:
             return
         try:
-            result, summary = await self._find(parse_request(context.message))
+            message = context.message
+            metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+            hop_header = json.dumps(metadata[HOP]) if HOP in metadata else None
+            result, summary = await self._find(parse_request(message), hop_header)
         except BadRequest as exc:
             result = error_body(status_and_code(exc)[1], str(exc))
             summary = f"bad request: {exc}"
@@ -155,7 +183,45 @@ class FindAgentsExecutor(AgentExecutor):
         )
         await event_queue.enqueue_event(reply)
 
-    async def _find(self, query: Query) -> tuple[dict[str, Any], str]:
+    async def _find(
+        self, request: FindRequest, hop_header: str | None = None
+    ) -> tuple[dict[str, Any], str]:
+        query = request.query
+        offset = Federation.tail_offset(query.page_token)  # fed.<n>: the federated tail's page
+        agents: list[dict[str, Any]] = []
+        next_token: str | None = None
+        if offset is None:
+            agents, next_token = await self._local(query)
+        result: dict[str, Any] = {}
+        federation = self.federation
+        if federation is not None and federation.wanted(
+            request.scope,
+            offset=offset,
+            local=len(agents),
+            next_token=next_token,
+            page_size=query.page_size,
+        ):
+            filters = {"skill": query.skill, "tag": query.tag, "q": query.q, "scope": request.scope}
+            if query.healthy is not None:
+                filters["healthy"] = "true" if query.healthy else "false"
+            tail = await federation.tail(
+                {k: v for k, v in filters.items() if v},
+                hop_header=hop_header,
+                free=query.page_size - len(agents),
+                offset=offset or 0,
+                listed_here=self.registry.listed,
+                local_card_urls={a["card_url"] for a in agents},
+            )
+            for raw in tail.entries:
+                entry = json.loads(raw)
+                agents.append({k: entry[k] for k in _ENTRY_FIELDS if k in entry})
+            next_token, result["federation"] = tail.next_page_token, json.loads(tail.report)
+        more = "; more with next_page_token" if next_token else ""
+        summary = f"found {len(agents)} agent{'' if len(agents) == 1 else 's'}{more}"
+        return {"agents": agents, "next_page_token": next_token, **result}, summary
+
+    async def _local(self, query: Query) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of this registry's own agents, and its next page token."""
         page = await self.registry.search(query)
         agents = []
         for r in page.agents:
@@ -172,9 +238,7 @@ class FindAgentsExecutor(AgentExecutor):
                 await self.registry.set_aside(r.id, f"cannot be rendered ({type(exc).__name__})")
                 continue
             agents.append(agent)
-        more = "; more with next_page_token" if page.next_page_token else ""
-        summary = f"found {len(agents)} agent{'' if len(agents) == 1 else 's'}{more}"
-        return {"agents": agents, "next_page_token": page.next_page_token}, summary
+        return agents, page.next_page_token
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise UnsupportedOperationError(message="find_agents answers at once; nothing to cancel")

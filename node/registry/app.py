@@ -117,7 +117,9 @@ def build_registry_app(
     federation = Federation(settings.federation, http, settings.allow_cidrs)
     card = registry_card(settings)
     handler = DefaultRequestHandler(
-        agent_executor=FindAgentsExecutor(registry), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=FindAgentsExecutor(registry, federation),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
     )
     grpc = _grpc_binding(settings, handler)
     grpc_card: dict[int, AgentCard] = {}

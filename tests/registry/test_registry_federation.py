@@ -12,10 +12,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import fastjsonschema
 import httpx
 import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_data_parts, new_data_part
+from a2a.types import Message, Role, SendMessageRequest
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,6 +32,7 @@ from node.errors import ConfigError
 from node.peers.directory import PeerDirectory
 from node.peers.settings import PeersSettings, RegistryConnection
 from node.peers.toolset import PeerToolset
+from node.protocol import HOP
 from node.registry import RegistrySettings, build_registry_app
 from node.registry.federation import HOP_HEADER
 from node.registry.settings import FederationSettings, Upstream
@@ -86,6 +91,7 @@ class Net:
         )
         settings = RegistrySettings(
             db=str(self.tmp_path / f"{name}.db"),
+            port=int(self.url(name).rsplit(":", 1)[1]),  # its card names where it listens
             allow_cidrs=allow,
             federation=FederationSettings(upstreams=ups, **federation),
             **(registry or {}),
@@ -428,3 +434,82 @@ def test_the_cli_reads_each_upstream_token_from_the_environment(
     assert guarded.token.get_secret_value() == "s3cret" and "s3cret" not in repr(guarded)
     with pytest.raises(ConfigError, match="UNSET_TOKEN"):
         _upstreams(["https://r3.example#UNSET_TOKEN"])
+
+
+async def find_agents(
+    net: Net, registry: str, metadata: dict[str, Any] | None = None, **arguments: Any
+) -> dict[str, Any]:
+    """``find_agents`` through the official A2A client; the one data part of its answer."""
+    card = await A2ACardResolver(net.http, net.url(registry)).get_agent_card()
+    config = ClientConfig(
+        streaming=False, httpx_client=net.http, supported_protocol_bindings=["JSONRPC"]
+    )
+    client = ClientFactory(config).create(card)
+    request = {"skill": "find_agents", "arguments": arguments}
+    message = Message(role=Role.ROLE_USER, parts=[new_data_part(request)], message_id=uuid4().hex)
+    if metadata is not None:
+        message.metadata.update(metadata)
+    try:
+        events = [e async for e in client.send_message(SendMessageRequest(message=message))]
+    finally:
+        await client.close()
+    assert [e.WhichOneof("payload") for e in events] == ["message"]
+    (data,) = get_data_parts(events[0].message.parts)
+    assert isinstance(data, dict)
+    return data
+
+
+async def test_find_agents_federates_as_the_listing_does(net: Net) -> None:
+    await net.start("c")
+    await net.start("b", "c")
+    await net.start("a", "b")
+    await net.add("a", "a1", skills=[net.cards.skill("add", "math")])
+    await net.add("b", "b1", skills=[net.cards.skill("add", "math")])
+    await net.add("c", "c1", skills=[net.cards.skill("add", "math")])
+    await net.add("c", "c2", skills=[net.cards.skill("translate", "language")])
+    found = await find_agents(net, "a", tag="math")
+    assert [(x["id"], x.get("registry")) for x in found["agents"]] == [
+        ("a1", None),
+        ("b1", net.url("b")),
+        ("c1", net.url("c")),
+    ]
+    assert set(found["agents"][1]) == {"id", "name", "card_url", "skills", "healthy", "registry"}
+    assert found["federation"]["upstreams"][0]["error"] is None
+    assert [
+        x["id"] for x in (await find_agents(net, "a", tag="math", scope="local"))["agents"]
+    ] == ["a1"]
+    # a full local page federates only when asked; the tail then pages on with fed.<n> tokens
+    first = await find_agents(net, "a", tag="math", limit=1, scope="federated")
+    assert [x["id"] for x in first["agents"]] == ["a1"]
+    assert first["next_page_token"] == "fed.0"
+    second = await find_agents(
+        net, "a", tag="math", limit=1, scope="federated", page_token=first["next_page_token"]
+    )
+    assert [x["id"] for x in second["agents"]] == ["b1"]
+
+
+async def test_find_agents_keeps_the_hop_rules(net: Net) -> None:
+    await net.start("a", "b", timeout_s=10)
+    await net.start("b", "a", timeout_s=10)
+    await net.add("a", "a1")
+    await net.add("b", "b1")
+    found = await find_agents(net, "a")  # a loop: a → b → a ends, each agent once
+    assert [x["id"] for x in found["agents"]] == ["a1", "b1"]
+    # the hop state of a forwarded message bounds the forwarding (here: no hop left)
+    spent = {HOP: {"chain": ["x"], "max_hops": 1}}
+    found = await find_agents(net, "a", metadata=spent)
+    assert [x["id"] for x in found["agents"]] == ["a1"]
+    assert "hop" in found["federation"]["not_forwarded"]
+    assert net.counters["b"].listings <= 2
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"scope": "everywhere"}, {"page_token": "fed.x"}, {"scope": 3}]
+)
+async def test_find_agents_refuses_bad_federation_arguments(
+    net: Net, arguments: dict[str, Any]
+) -> None:
+    await net.start("b")
+    await net.start("a", "b")
+    found = await find_agents(net, "a", **arguments)
+    assert found["error"]["code"] == "bad_request" and found["error"]["message"]
