@@ -76,14 +76,47 @@ async def fill(registry_url: str, cards_url: str, agents: int) -> list[str]:
     return ids
 
 
-async def commits(url: str) -> int:
+async def commits(url: str) -> tuple[int, int, int]:
+    """Committed transactions of the bench's database, and the updates and HOT updates (no
+    index entry written) of its agent rows, so far."""
     conn = await asyncpg.connect(url)
     try:
         await conn.execute("SELECT pg_stat_clear_snapshot()")
         value = await conn.fetchval(
             "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
         )
-        return int(value)
+        upd, hot = await conn.fetchrow(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+            "WHERE relname = 'registry_agents'"
+        )
+        return int(value), int(upd), int(hot)
+    finally:
+        await conn.close()
+
+
+async def sweep_cost(url: str) -> str:
+    """The sweep's statement (as :meth:`AgentStore.sweep` runs it) over every row, deleting
+    none (a cutoff before every heartbeat: the steady state), in a rolled-back transaction:
+    its time and the backend's CPU."""
+    conn = await asyncpg.connect(url)
+    try:
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        rows = await conn.fetchval("SELECT count(*) FROM registry_agents")
+        size = await conn.fetchval("SELECT pg_relation_size('registry_agents')")
+        times = []
+        for _ in range(3):
+            cpu0, t0 = cpu_s(pid), time.perf_counter()
+            async with conn.transaction():
+                await conn.execute("DELETE FROM registry_agents WHERE last_seen < 0")
+            times.append((time.perf_counter() - t0, cpu_s(pid) - cpu0))
+        plan = await conn.fetchval(
+            "EXPLAIN (FORMAT TEXT) DELETE FROM registry_agents WHERE last_seen < 0"
+        )
+        wall, cpu = min(times)
+        return (
+            f"sweep over {rows} rows ({size / 2**20:.0f} MB heap): {wall * 1000:.0f} ms, "
+            f"backend CPU {cpu * 1000:.0f} ms (best of 3); plan: {plan.splitlines()[-1].strip()}"
+        )
     finally:
         await conn.close()
 
@@ -288,6 +321,9 @@ async def main() -> None:
         help="the registries' event loop (uvloop: as a2a-node registry runs, when installed)",
     )
     parser.add_argument(
+        "--sweep", action="store_true", help="then time the sweep's statement over every row"
+    )
+    parser.add_argument(
         "--ttl",
         type=float,
         default=30.0,
@@ -358,7 +394,7 @@ async def main() -> None:
                 print(f"warm-up: every agent beaten once on every replica in {warmed:.1f} s")
             backends = await backend_pids(db)
             cpu0, pg0 = cpu_of(pids), cpu_of(backends)
-            before = await commits(db)
+            before, upd0, hot0 = await commits(db)
             load = os.getloadavg()
             t0 = time.perf_counter()
             if args.sender == "wrk":
@@ -376,8 +412,9 @@ async def main() -> None:
             elapsed = time.perf_counter() - t0
             cpu1, pg1 = cpu_of(pids), cpu_of(backends)
             await asyncio.sleep(1.5)  # let the last batch and the statistics land
-            after = await commits(db)
+            after, upd1, hot1 = await commits(db)
             rss = [rss_mb(pid)[0] for pid in pids]
+            sweep = await sweep_cost(db) if args.sweep else ""
         finally:
             for registry in registries:
                 stop_registry(registry)
@@ -399,6 +436,9 @@ async def main() -> None:
         f"registry RSS {', '.join(f'{r:.0f}' for r in rss)} MB; load before "
         f"{load[0]:.1f} {load[1]:.1f}, after {' '.join(f'{x:.1f}' for x in os.getloadavg()[:2])}"
     )
+    print(f"agent rows updated: {upd1 - upd0}, of which HOT (no index written): {hot1 - hot0}")
+    if sweep:
+        print(sweep)
 
 
 def entry_bytes(agents: int = 20_000) -> None:
