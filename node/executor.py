@@ -84,11 +84,16 @@ from node.planning.settings import PlannerSettings, RoutingSettings
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
 from node.tooling.catalog import PreparedCall
+from node.tooling.function_tool import FunctionTool
 from node.tooling.guards.paths import Workspace
 from node.tooling.guards.urls import UrlGuard
 from node.tooling.results import ToolEvent
 
 log = logging.getLogger(__name__)
+
+#: ``ServerCallContext.state`` key set by the request handler when the sender waits only for the
+#: settled task: a blocking send without a push configuration (no stream, no push delivery).
+SETTLED_ONLY = "node.settled_only"
 
 
 class Outcome(StrEnum):
@@ -233,6 +238,35 @@ class Prepared:
 
     calls: list[tuple[ToolCall, PreparedCall]]
     ctx: ToolContext
+    silent_start: bool = False  # no WORKING update before the call (:func:`silent_start`)
+
+
+def runs_instantly(tool: Tool) -> bool:
+    """A read-only sync function run on the loop: its policy's promise of microsecond work."""
+    return (
+        isinstance(tool, FunctionTool)
+        and tool.inline
+        and tool.read_only
+        and not asyncio.iscoroutinefunction(tool.function)
+    )
+
+
+def silent_start(context: RequestContext, calls: list[tuple[ToolCall, PreparedCall]]) -> bool:
+    """Whether a task may go from its start straight to its final state, without WORKING.
+
+    One call that runs instantly (:func:`runs_instantly`), for a sender that waits only for the
+    settled task (:data:`SETTLED_ONLY`): the WORKING update (no message) would last microseconds,
+    nobody is streamed or pushed its events, and the task folds to the same final state without it
+    (a status without a message adds nothing to the history). It costs the SDK path an event and
+    a store write per task.
+    """
+    call_context = context.call_context
+    return (
+        len(calls) == 1
+        and call_context is not None
+        and call_context.state.get(SETTLED_ONLY) is True
+        and runs_instantly(calls[0][1].tool)
+    )
 
 
 class NodeExecutor(AgentExecutor):
@@ -280,7 +314,8 @@ class NodeExecutor(AgentExecutor):
         admitted = self._admit(context, message, task, updater)
         if self._settings.planner is not None and admitted.is_free_text:
             return None
-        return Prepared(self._plan(admitted, updater), admitted.ctx)
+        calls = self._plan(admitted, updater)
+        return Prepared(calls, admitted.ctx, silent_start(context, calls))
 
     async def finish(self, prepared: Prepared, task: Task, updater: TaskUpdater) -> None:
         """Run and report prepared calls, ending the task exactly as :meth:`execute` does."""
@@ -336,12 +371,13 @@ class NodeExecutor(AgentExecutor):
         if self._settings.planner is not None and admitted.is_free_text:
             await self._plan_with_model(admitted.request, admitted.ctx, updater)
             return
-        await self._finish(Prepared(self._plan(admitted, updater), admitted.ctx), updater)
+        calls = self._plan(admitted, updater)
+        await self._finish(Prepared(calls, admitted.ctx, silent_start(context, calls)), updater)
 
     async def _finish(self, prepared: Prepared, updater: TaskUpdater) -> None:
         """Run the prepared calls and report their results."""
         note_skill(updater, *(call.name for call, _ in prepared.calls))  # metrics' skill label
-        results = await self._run(prepared.calls, prepared.ctx, updater)
+        results = await self._run(prepared.calls, prepared.ctx, updater, prepared.silent_start)
         await self._report(results, updater)
 
     def _admit(
@@ -418,11 +454,13 @@ class NodeExecutor(AgentExecutor):
         prepared: list[tuple[ToolCall, PreparedCall]],
         ctx: ToolContext,
         updater: TaskUpdater,
+        silent: bool = False,
     ) -> list[ToolResult]:
         """Run the calls; the first "calling" update is the move to working.
 
         A one-call task moves to working without a message: clients that join every status
-        message of a stream into the answer (crewAI) then see only the result.
+        message of a stream into the answer (crewAI) then see only the result; with ``silent``
+        (:func:`silent_start`) it does not move to working at all.
 
         Each status update is an event through the SDK's queue and a store write, so the last
         call's "done" is left to the terminal status that follows it at once (it cost ~15 % of
@@ -436,7 +474,8 @@ class NodeExecutor(AgentExecutor):
             if event.kind == "started":
                 started += 1
                 if total == 1:  # the move to working says nothing that could read as the answer
-                    await updater.start_work()
+                    if not silent:
+                        await updater.start_work()
                     return
                 text = f"calling {event.tool} ({started}/{total})"
             else:

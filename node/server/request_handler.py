@@ -73,7 +73,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length
 
-from node.executor import NodeExecutor
+from node.executor import SETTLED_ONLY, NodeExecutor
 from node.protocol import INTERRUPTED, TERMINAL
 from node.server.lean_path import LeanPath, LeanRun
 from node.store.ids import check_id
@@ -168,6 +168,9 @@ class NodeRequestHandler(DefaultRequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Message | Task:
         """Send a message; a retry of an earlier send returns that send's task."""
+        config = params.configuration
+        if not (config.return_immediately or config.HasField("task_push_notification_config")):
+            context.state[SETTLED_ONLY] = True  # the executor may skip an instant WORKING update
         claim = await self._claim(params, context)
         try:
             prior = await self._prior(params, context)
