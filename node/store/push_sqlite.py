@@ -6,6 +6,11 @@ writer, microseconds from the page cache), which matters because delivery reads 
 for its events. Writes (create/delete, rare) run in a worker thread on a second connection, one
 at a time, each committed before it returns. The task store's file lock is its own: this store
 only opens more connections to the same file in the same process.
+
+Since this store is the table's only writer, it keeps the set of task ids that have a config
+(read once, on the first delivery lookup, then added to by ``set_info``): the lookup of a task
+without any config, which is every event of every task of a node nobody asked to push, answers
+``[]`` without a read. A deleted config leaves its id in the set: the next lookup reads.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ class SqlitePushConfigStore(PushConfigStore):
         self._select = f"SELECT data FROM {t} WHERE owner = ? AND task_id = ? ORDER BY created_ns"
         self._dispatch = f"SELECT data FROM {t} WHERE task_id = ? ORDER BY created_ns"
         self._ids = f"SELECT config_id FROM {t} WHERE owner = ? AND task_id = ?"
+        self._task_ids = f"SELECT DISTINCT task_id FROM {t}"
+        self._configured: set[str] | None = None  # task ids with a config (module doc)
         self._upsert = (
             f"INSERT INTO {t} (owner, task_id, config_id, created_ns, data) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (owner, task_id, config_id) DO UPDATE SET data = excluded.data"
@@ -109,6 +116,7 @@ class SqlitePushConfigStore(PushConfigStore):
                 if conn is not None:
                     conn.close()
             self._reader = self._writer = None
+            self._configured = None
 
     async def set_info(
         self,
@@ -120,6 +128,7 @@ class SqlitePushConfigStore(PushConfigStore):
         owner = self.owner_resolver(context)
         existing = [row[0] for row in self._read(self._ids, (check_owner(owner), task_id))]
         stored = checked_config(task_id, notification_config, owner, existing)
+        self._with_configs().add(task_id)  # before the write: a lookup meanwhile reads the table
         row = (owner, task_id, stored.id, time.time_ns(), stored.SerializeToString())
         await self._write(lambda conn: conn.execute(self._upsert, row))
         return stored
@@ -133,7 +142,14 @@ class SqlitePushConfigStore(PushConfigStore):
 
     async def get_info_for_dispatch(self, task_id: str) -> list[TaskPushNotificationConfig]:
         """Every config of ``task_id``, whoever set it (for delivery)."""
+        if task_id not in self._with_configs():
+            return []
         return _parse(self._read(self._dispatch, (task_id,)))
+
+    def _with_configs(self) -> set[str]:
+        if self._configured is None:
+            self._configured = {row[0] for row in self._read(self._task_ids, ())}
+        return self._configured
 
     async def delete_info(
         self, task_id: str, context: ServerCallContext, config_id: str | None = None
