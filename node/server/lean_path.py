@@ -20,11 +20,14 @@ of the coordinator's. This path serves such a call with the same parts and nothi
 
 Cheap inline calls only: the task is invisible while its calls run (microseconds); a crash in
 that window loses a task nobody was told about. Calls that wait on I/O (seconds, maybe) get a
-:class:`LeanRun` instead: the task is saved once as WORKING before any call runs (through the
-versioned store when there is one: compare-and-set, an event row, the PostgreSQL lease, so GetTask,
-ListTasks, a retried ``messageId``, lease expiry and restart recovery see it as any WORKING task);
-the calls run in their own ``asyncio.Task`` (a caller that goes away does not stop them); the
-terminal task is saved with the same compare-and-set (refused if a cancel came first). While it
+:class:`LeanRun` instead: the task is saved once as WORKING at the executor's first WORKING status
+(through the versioned store when there is one: compare-and-set, an event row, the PostgreSQL
+lease, so GetTask, ListTasks, a retried ``messageId``, lease expiry and restart recovery see it as
+any WORKING task); when every planned call is read-only (peer skills are) that save commits while
+the calls go out (a writer round trip off a hop's path; a crash before it commits leaves no task
+and no answer, and the calls sent changed nothing), else before they run. The calls run in their
+own ``asyncio.Task`` (a caller that goes away does not stop them); the terminal task is saved,
+after the WORKING save, with the same compare-and-set (refused if a cancel came first). While it
 runs, :meth:`LeanPath.cancel` (CancelTask here) stops the calls and stores CANCELED as the SDK's
 ``ActiveTask.cancel`` does, :meth:`LeanPath.stop` (a cancel through another replica) stops them,
 and :meth:`LeanRun.outcome` is what SubscribeToTask and a retried send wait for: the final task
@@ -178,6 +181,7 @@ class LeanRun:
     manager: TaskManager
     version: TaskVersion = TaskVersion.MISSING  # of the WORKING save, once done
     work: asyncio.Task[None] | None = None
+    saving: asyncio.Task[None] | None = None  # the WORKING save, when it runs beside the calls
     error: BaseException | None = None  # the WORKING save failed: the run stopped
     finishing: bool = False  # the calls are done: the terminal save is under way
     canceling: bool = False  # CancelTask here stores the outcome
@@ -231,6 +235,7 @@ class LeanPath:
         self._runs: dict[str, LeanRun] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._works: set[asyncio.Task[None]] = set()
+        self._saves: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def qualifies(params: SendMessageRequest) -> bool:
@@ -275,7 +280,10 @@ class LeanPath:
             return None
         if any(waits):
             run = LeanRun(task.id, context, manager)
-            queue.on_working = lambda event: self._first_save(run, event)
+            if all(tool.read_only for tool in tools):  # a rerun after a crash is harmless
+                queue.on_working = lambda event: self._save_beside(run, event)
+            else:
+                queue.on_working = lambda event: self._first_save(run, event)
             run.work = asyncio.create_task(self._work(run, prepared, task, updater))
             self._works.add(run.work)  # the loop holds tasks weakly; a sender may hang up
             run.work.add_done_callback(self._works.discard)
@@ -288,13 +296,15 @@ class LeanPath:
 
     # -- calls that wait on I/O ---------------------------------------------------------------
 
-    async def _first_save(self, run: LeanRun, event: TaskStatusUpdateEvent) -> None:
+    async def _first_save(
+        self, run: LeanRun, event: TaskStatusUpdateEvent, working: Task | None = None
+    ) -> None:
         """The executor's first WORKING status, before its first call runs: store the task.
 
         From here the run is visible (GetTask, ListTasks, CancelTask, SubscribeToTask, retries).
         A store failure stops the run (the runner would only log an error raised here).
         """
-        working = await run.manager.get_task()
+        working = working or await run.manager.get_task()
         assert working is not None and run.work is not None
         try:
             run.version = await self._save(working, event, run.context, TaskVersion.MISSING)
@@ -305,12 +315,30 @@ class LeanPath:
         self._runs[run.task_id] = run
         run.final.add_done_callback(lambda _: self._runs.pop(run.task_id, None))
 
+    async def _save_beside(self, run: LeanRun, event: TaskStatusUpdateEvent) -> None:
+        """The first WORKING save for read-only calls: started here, awaited before the end.
+
+        The calls go out while it commits (a writer round trip off the hop's path); the task is
+        visible from its commit on, as with :meth:`_first_save`. A crash before that commit
+        leaves no task here and no answer to the sender; the calls it may have sent change
+        nothing (read-only), so a retry is as good as the first send.
+        """
+        working = Task()
+        working.CopyFrom(await run.manager.get_task())  # later events fold into the original
+        run.saving = asyncio.create_task(self._first_save(run, event, working))
+        self._saves.add(run.saving)
+        run.saving.add_done_callback(self._saves.discard)
+
     async def _work(
         self, run: LeanRun, prepared: Prepared, task: Task, updater: TaskUpdater
     ) -> None:
         try:
             await self._executor.finish(prepared, task, updater)
             run.finishing = True
+            if run.saving is not None:  # the WORKING save, when it ran beside the calls
+                await asyncio.shield(run.saving)
+                if run.error is not None:
+                    raise run.error
             final = await run.manager.get_task()
             assert final is not None
             try:
@@ -415,6 +443,6 @@ class LeanPath:
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await work
-        for follow in list(self._stopping):
+        for follow in [*self._stopping, *self._saves]:  # a WORKING save still committing
             with contextlib.suppress(Exception):
                 await follow

@@ -353,3 +353,58 @@ async def test_a_cancel_through_another_replica_stops_a_lean_peer_call(
     assert lean.running(task.id) is None
     assert events[0].task.status.state == WORKING
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+
+
+@pytest.fixture
+def held_working_save(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """The lean path's WORKING saves wait until the returned event is set."""
+    release = asyncio.Event()
+    save = LeanPath._save
+
+    async def held(self: LeanPath, task: Task, *args: Any) -> Any:
+        if task.status.state == WORKING:
+            await release.wait()
+        return await save(self, task, *args)
+
+    monkeypatch.setattr(LeanPath, "_save", held)
+    return release
+
+
+async def test_a_read_only_peer_call_goes_out_while_its_working_save_commits(
+    serve: Serve, tmp_path: Path, peer: tuple[str, Recorder], held_working_save: asyncio.Event
+) -> None:
+    """The WORKING save runs beside the call (off the hop's path); the answer waits for it."""
+    url = await coordinator(serve, tmp_path, peer[0], True, "sqlite")
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        client = await make_client(http, url)
+        sending = asyncio.create_task(send(client, skill_message("b__add", {"a": 2, "b": 5})))
+        await eventually(lambda: bool(peer[1].metadata))  # the peer has the call, save held
+        await asyncio.sleep(0)
+        assert not sending.done()  # the terminal save waits for the WORKING one
+        held_working_save.set()
+        task = await asyncio.wait_for(sending, 10)
+        stored = await client.get_task(GetTaskRequest(id=task.id))
+    assert LEAN["served"] == 1, LEAN
+    assert task.status.state == stored.status.state == TaskState.TASK_STATE_COMPLETED
+    assert task == stored
+
+
+async def test_a_failed_working_save_beside_the_call_fails_the_send_and_stores_nothing(
+    serve: Serve, tmp_path: Path, peer: tuple[str, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save = LeanPath._save
+
+    async def failing(self: LeanPath, task: Task, *args: Any) -> Any:
+        if task.status.state == WORKING:
+            raise OSError("disk full")
+        return await save(self, task, *args)
+
+    monkeypatch.setattr(LeanPath, "_save", failing)
+    url = await coordinator(serve, tmp_path, peer[0], True, "sqlite")
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        client = await make_client(http, url)
+        answer = await outcome(client, skill_message("b__add", {"a": 1, "b": 1}))
+        page = await client.list_tasks(ListTasksRequest(page_size=10))
+    assert LEAN["served"] == 0, LEAN  # the send ended in an error, not a task
+    assert isinstance(answer, str) and "Error" in answer, answer
+    assert list(page.tasks) == []
