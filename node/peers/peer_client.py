@@ -10,7 +10,8 @@
    target (:class:`~node.peers.grpc_channels.GrpcChannels`). Streamed when the peer streams,
    else a blocking send. A transient failure (connect error, timeout, HTTP 502/503/504, gRPC
    UNAVAILABLE/DEADLINE_EXCEEDED) is retried with bounded exponential backoff, never past the
-   deadline; once the peer has named the task it is never re-sent, only polled.
+   deadline; once the peer has named the task it is never re-sent, only polled. The send asks
+   for no history (``historyLength`` 0): the result is in the artifacts and the status.
 3. A task that is not finished when the send returns is polled with ``GetTask`` (backoff) until
    it is terminal; at the deadline it is cancelled, best effort.
 4. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
@@ -46,6 +47,7 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     Message,
+    SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
     Task,
@@ -285,7 +287,11 @@ class PeerClient:
     async def _exchange(
         self, message: Message, deadline: float, headers: dict[str, str] | None, progress: _Progress
     ) -> Task | Message:
-        request = SendMessageRequest(message=message)
+        # The answer's history (our own message back, the peer's progress notes) is never read:
+        # asking for none saves the peer its serialisation and us the parse (issue 13).
+        request = SendMessageRequest(
+            message=message, configuration=SendMessageConfiguration(history_length=0)
+        )
 
         async def send() -> Task | Message:
             if progress.task is not None:  # the peer holds the task: poll it, never send twice
