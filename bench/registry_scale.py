@@ -46,6 +46,7 @@ from uuid import uuid4
 
 import asyncpg
 import httpx
+from sqlalchemy import func, select
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -472,6 +473,19 @@ async def store_url(kind: str, base_pg: str | None, *, keep: bool = False) -> As
             yield url
 
 
+async def store_age(db_url: str) -> float:
+    """Seconds since the store's oldest heartbeat (one index lookup, or one scan where
+    ``last_seen`` has no index)."""
+    store = AgentStore(db_url)
+    await store.open()
+    try:
+        async with store._eng().connect() as conn:
+            oldest = await conn.scalar(select(func.min(agents.c.last_seen)))
+    finally:
+        await store.close()
+    return max(0.0, time.time() - float(oldest or time.time()))
+
+
 @asynccontextmanager
 async def existing(db: str) -> AsyncIterator[str]:
     yield db
@@ -528,8 +542,14 @@ async def measure(kind: str, args: argparse.Namespace, population: Population) -
             out["fill_s"] = seconds
             print(f"wrote {args.agents} agents into the store in {seconds:.0f} s "
                   f"({args.agents / seconds:.0f}/s, load {uptime()})")  # fmt: skip
+        ttl = 86_400.0
+        if args.existing:  # a kept store: its rows were last seen at its fill, maybe days ago
+            age = await store_age(RegistrySettings(db=db).db_url)
+            ttl = max(ttl, age + 3_600)
+            print(f"its oldest heartbeat is {age / 60:.0f} min old: ttl {ttl:.0f} s, so every "
+                  "row counts as healthy as after the fill (no row is rewritten)")  # fmt: skip
         settings = RegistrySettings(
-            port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=86_400
+            port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=ttl
         )
         t0 = time.perf_counter()
         registry = start_registry(settings)
@@ -578,7 +598,7 @@ async def measure(kind: str, args: argparse.Namespace, population: Population) -
             stop_registry(registry)
     worst = max(r["p50"] for r in out["kinds"].values())
     peak = out["rss_peak"]
-    print(f"targets at {args.agents} SIMULATED agents on {kind}: p50 <= 20 ms for every kind: "
+    print(f"targets at {held} SIMULATED agents on {kind}: p50 <= 20 ms for every kind: "
           f"{'met' if worst <= 20 else 'MISSED'} (worst {worst:.1f} ms); RSS <= 500 MB: "
           f"{'met' if peak <= 500 else 'MISSED'} (peak {peak:.0f} MB)")  # fmt: skip
     return out
