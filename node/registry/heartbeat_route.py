@@ -14,6 +14,9 @@ revision (:meth:`KnownAgents.keep_head`): only its health and times are written 
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -97,15 +100,38 @@ class HeartbeatRoute:
                     b'"registered_at":"',
                     registered,
                     b'","last_heartbeat":"',
-                    iso(record.last_seen).encode(),
+                    iso_bytes(record.last_seen),
                     b'","expires_at":"',
-                    iso(registry.expires_at(record)).encode(),
+                    iso_bytes(registry.expires_at(record)),
                     b'"}',
                 )
             )
         except RENDER_ERRORS as exc:
             await registry.set_aside(record.id, f"cannot be rendered ({type(exc).__name__})")
             raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered") from exc
+
+
+_SECONDS: dict[int, bytes] = {}  # whole second -> its ISO text (a few recent ones)
+
+
+def iso_bytes(t: float) -> bytes:
+    """``iso(t).encode()`` at a fraction of its cost: ``datetime.fromtimestamp`` rounds to the
+    microsecond half to even, as here; the date and time of the whole second are kept."""
+    fraction, whole = math.modf(t)
+    micro = round(fraction * 1e6)
+    if micro >= 1_000_000:
+        micro -= 1_000_000
+        whole += 1
+    elif micro < 0:
+        micro += 1_000_000
+        whole -= 1
+    second = int(whole)
+    text = _SECONDS.get(second)
+    if text is None:
+        if len(_SECONDS) >= 64:
+            _SECONDS.clear()
+        text = _SECONDS[second] = datetime.fromtimestamp(second, UTC).isoformat()[:19].encode()
+    return text + (b".%06dZ" % micro if micro else b"Z")
 
 
 def _head(record: AgentRecord) -> tuple[bytes, bytes]:

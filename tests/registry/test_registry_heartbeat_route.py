@@ -8,6 +8,7 @@ error handlers, sharing the running registry), both served by uvicorn on loopbac
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,9 +18,9 @@ import pytest
 from starlette.applications import Starlette
 
 from node.registry import RegistrySettings, build_registry_app
-from node.registry.heartbeat_route import HeartbeatRoute, heartbeat_id
+from node.registry.heartbeat_route import HeartbeatRoute, heartbeat_id, iso_bytes
 from node.registry.known import KnownAgents
-from node.registry.records import render_entry
+from node.registry.records import iso, render_entry
 from node.registry.service import Registry
 from tests.registry.conftest import LOOPBACK, FakeClock
 from tests.registry.test_registry_heartbeat_cache import statements
@@ -175,3 +176,11 @@ def test_the_cli_refuses_a_negative_known_agents(tmp_path) -> None:
 
     db = str(tmp_path / "r.db")
     assert main(["registry", "--db", db, "--known-agents", "-1"]) == 2
+
+
+def test_the_answers_times_are_written_as_iso_writes_them() -> None:
+    rng = random.Random(14)
+    edges = [1.7e9, 1.7e9 + 0.9999995, 1.7e9 + 0.0000005, 1.7e9 + 0.0000015, 1.7e9 - 1e-7, 0.0]
+    around = [1.7e9 + k / 1e6 + 0.5e-6 for k in range(-2000, 2000)]  # halves: to even
+    times = edges + around + [rng.uniform(0, 4e9) for _ in range(20_000)]
+    assert [iso_bytes(t) for t in times] == [iso(t).encode() for t in times]
