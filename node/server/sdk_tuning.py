@@ -14,6 +14,10 @@
    (~100-150 µs for a SendMessage answer); :func:`apply` gives them
    :func:`node.server.proto_json.message_to_dict`, the same dict from a plan per field in about
    half the time (``tests/server/test_proto_json.py`` compares both over random messages).
+4. Before Python 3.13 the SDK's event queues are thread-safe ``culsans`` queues (for their
+   ``shutdown``), several per task; :func:`apply` gives the SDK
+   :class:`node.server.shutdown_queue.ShutdownQueue` instead: 3.13's ``asyncio.Queue``, which
+   the SDK uses on 3.13.
 
 :func:`apply` is called once by ``build_node_app`` (never at import). It patches only the SDK
 version it was written against (:data:`SUPPORTED`); another version is left alone with a warning,
@@ -67,6 +71,14 @@ ENCODING_MODULES = (
     "a2a.server.routes.jsonrpc_dispatcher",
     "a2a.server.routes.rest_dispatcher",
     "a2a.server.routes.common",
+)
+
+#: SDK modules that create their event queues with ``create_async_queue``.
+QUEUE_MODULES = (
+    "a2a.utils._async_queue_compat",
+    "a2a.server.agent_execution.active_task",
+    "a2a.server.events.event_queue",
+    "a2a.server.events.event_queue_v2",
 )
 
 #: The SDK's own validator, kept to compare against (tests) before :func:`apply` replaces it.
@@ -242,23 +254,43 @@ def telemetry_disabled() -> bool:
 
 
 def apply() -> dict[str, int]:
-    """Apply the three fixes once (later calls return the first call's report).
+    """Apply the four fixes once (later calls return the first call's report).
 
-    The report: ``{"validator": 1, "telemetry_unwrapped": n, "encoder": m}`` (zeros for what
-    was not applied).
+    The report: ``{"validator": 1, "telemetry_unwrapped": n, "encoder": m, "queues": q}``
+    (zeros for what was not applied).
     """
     if _applied:
         return _applied
     installed = version("a2a-sdk")
     if installed not in SUPPORTED:
         log.warning("a2a-sdk %s: SDK tuning not applied (checked for %s)", installed, SUPPORTED)
-        _applied.update(validator=0, telemetry_unwrapped=0, encoder=0)
+        _applied.update(validator=0, telemetry_unwrapped=0, encoder=0, queues=0)
         return _applied
     internal: Callable[..., Any] = required_field_errors
     cast(Any, proto_utils)._validate_proto_required_fields_internal = internal
     unwrapped = unwrap_telemetry() if telemetry_disabled() else 0
-    _applied.update(validator=1, telemetry_unwrapped=unwrapped, encoder=use_fast_encoder())
+    _applied.update(
+        validator=1,
+        telemetry_unwrapped=unwrapped,
+        encoder=use_fast_encoder(),
+        queues=use_shutdown_queues(),
+    )
     return _applied
+
+
+def use_shutdown_queues() -> int:
+    """Give :data:`QUEUE_MODULES` 3.13's queue (before 3.13); how many modules took it."""
+    if sys.version_info >= (3, 13):  # the SDK's own choice is asyncio.Queue already
+        return 0
+    from node.server.shutdown_queue import create_async_queue
+
+    replaced = 0
+    for name in QUEUE_MODULES:
+        module = importlib.import_module(name)
+        if hasattr(module, "create_async_queue"):
+            cast(Any, module).create_async_queue = create_async_queue
+            replaced += 1
+    return replaced
 
 
 def use_fast_encoder() -> int:
