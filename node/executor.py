@@ -19,18 +19,18 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import httpx
-from a2a.helpers import get_data_parts, get_text_parts, new_task_from_user_message
+from a2a.helpers import get_text_parts, new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Message, Part, Task, TaskState
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Value
 
 from node.call_log import calls_of
@@ -81,6 +81,7 @@ from node.planning.llm import (
 from node.planning.providers.base import ProviderError
 from node.planning.routing import TextRouting
 from node.planning.settings import PlannerSettings, RoutingSettings
+from node.server.proto_json import message_to_dict
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
 from node.tooling.catalog import PreparedCall
@@ -181,6 +182,14 @@ class ExecutorSettings:
     planner: PlannerSettings | None = None  # free-text requests go to the LLM loop when set
     routing: RoutingSettings = field(default_factory=RoutingSettings)  # plain text without one
     services: NodeServices = field(default_factory=lambda: NodeServices())
+
+
+def get_data_parts(parts: Sequence[Part]) -> list[Any]:
+    """The SDK's ``get_data_parts`` (each data part's value as ``MessageToDict`` gives it).
+
+    Through :func:`~node.server.proto_json.message_to_dict`: the same values, in half the time.
+    """
+    return [message_to_dict(part.data) for part in parts if part.HasField("data")]
 
 
 def _data_part(data: Any) -> Part:
@@ -384,7 +393,7 @@ class NodeExecutor(AgentExecutor):
         self, context: RequestContext, message: Message, task: Task, updater: TaskUpdater
     ) -> _Admitted:
         """Check the message's hops (raises :class:`HopLimitExceeded`) and read its request."""
-        metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+        metadata = message_to_dict(message.metadata) if message.HasField("metadata") else {}
         hop = read_hop(metadata, default_max_hops=self._settings.max_hops)
         check_hop(hop, self._settings.agent_id, time.time())
         request = parse_request(
