@@ -23,11 +23,13 @@ that window loses a task nobody was told about. Calls that wait on I/O (seconds,
 :class:`LeanRun` instead: the task is saved once as WORKING at the executor's first WORKING status
 (through the versioned store when there is one: compare-and-set, an event row, the PostgreSQL
 lease, so GetTask, ListTasks, a retried ``messageId``, lease expiry and restart recovery see it as
-any WORKING task); when every planned call is read-only (peer skills are) that save commits while
-the calls go out (a writer round trip off a hop's path; a crash before it commits leaves no task
-and no answer, and the calls sent changed nothing), else before they run. The calls run in their
-own ``asyncio.Task`` (a caller that goes away does not stop them); the terminal task is saved,
-after the WORKING save, with the same compare-and-set (refused if a cancel came first). While it
+any WORKING task); when every planned call is read-only (peer skills are) the calls go out at
+once and that save is made only if they still run :data:`VISIBLE_AFTER_S` later (beside them; a
+quick hop is saved once, terminal; until then nobody knows the task's id, and a crash leaves no
+task and no answer while the calls sent changed nothing), else it is made before they run. The
+calls run in their own ``asyncio.Task`` (a caller that goes away does not stop them); the
+terminal task is saved, after any WORKING save, with the same compare-and-set (refused if a
+cancel came first). While it
 runs, :meth:`LeanPath.cancel` (CancelTask here) stops the calls and stores CANCELED as the SDK's
 ``ActiveTask.cancel`` does, :meth:`LeanPath.stop` (a cancel through another replica) stops them,
 and :meth:`LeanRun.outcome` is what SubscribeToTask and a retried send wait for: the final task
@@ -79,6 +81,9 @@ from node.tooling import Tool
 from node.tooling.function_tool import FunctionTool
 
 LEAN_PATH_ENV = "A2A_NODE_LEAN_PATH"
+VISIBLE_AFTER_S = 0.05
+"""Read-only calls still running after this long get their WORKING save; quicker ones are saved
+once, terminal (a coordinator's hop: one compare-and-set instead of two)."""
 _ON, _OFF = frozenset({"1", "true", "on", "yes"}), frozenset({"0", "false", "off", "no"})
 
 
@@ -182,6 +187,7 @@ class LeanRun:
     version: TaskVersion = TaskVersion.MISSING  # of the WORKING save, once done
     work: asyncio.Task[None] | None = None
     saving: asyncio.Task[None] | None = None  # the WORKING save, when it runs beside the calls
+    reveal: asyncio.TimerHandle | None = None  # starts that save once the calls ran a while
     error: BaseException | None = None  # the WORKING save failed: the run stopped
     finishing: bool = False  # the calls are done: the terminal save is under way
     canceling: bool = False  # CancelTask here stores the outcome
@@ -316,18 +322,28 @@ class LeanPath:
         run.final.add_done_callback(lambda _: self._runs.pop(run.task_id, None))
 
     async def _save_beside(self, run: LeanRun, event: TaskStatusUpdateEvent) -> None:
-        """The first WORKING save for read-only calls: started here, awaited before the end.
+        """The WORKING save of read-only calls: due :data:`VISIBLE_AFTER_S` from now, beside them.
 
-        The calls go out while it commits (a writer round trip off the hop's path); the task is
-        visible from its commit on, as with :meth:`_first_save`. A crash before that commit
-        leaves no task here and no answer to the sender; the calls it may have sent change
+        The calls go out at once. Calls done before it is due skip it (the task is saved once,
+        terminal); else it starts then and commits while they run, and the terminal save waits
+        for it. The task is visible from that commit on, as with :meth:`_first_save`. Until then
+        nobody knows its id (the sender has no answer yet; ListTasks does not show it), and a
+        crash leaves no task here and no answer to the sender: the calls it may have sent change
         nothing (read-only), so a retry is as good as the first send.
         """
         working = Task()
         working.CopyFrom(await run.manager.get_task())  # later events fold into the original
-        run.saving = asyncio.create_task(self._first_save(run, event, working))
-        self._saves.add(run.saving)
-        run.saving.add_done_callback(self._saves.discard)
+
+        def start() -> None:
+            run.reveal = None
+            run.saving = asyncio.create_task(self._first_save(run, event, working))
+            self._saves.add(run.saving)
+            run.saving.add_done_callback(self._saves.discard)
+
+        if VISIBLE_AFTER_S <= 0:
+            start()
+        else:
+            run.reveal = asyncio.get_running_loop().call_later(VISIBLE_AFTER_S, start)
 
     async def _work(
         self, run: LeanRun, prepared: Prepared, task: Task, updater: TaskUpdater
@@ -335,6 +351,9 @@ class LeanPath:
         try:
             await self._executor.finish(prepared, task, updater)
             run.finishing = True
+            if run.reveal is not None:  # done before the WORKING save was due: none
+                run.reveal.cancel()
+                run.reveal = None
             if run.saving is not None:  # the WORKING save, when it ran beside the calls
                 await asyncio.shield(run.saving)
                 if run.error is not None:
@@ -353,6 +372,9 @@ class LeanPath:
                 run.settle(error=RuntimeError("the task's calls were stopped"))
         except Exception as exc:  # a store failure: the sender gets the error (module doc)
             run.settle(error=exc)
+        finally:
+            if run.reveal is not None:  # stopped before the WORKING save was due: none
+                run.reveal.cancel()
 
     async def _save(
         self, task: Task, event: Event, context: ServerCallContext, prev: TaskVersion

@@ -40,6 +40,7 @@ from a2a.types import (
 
 from node.card import parse_card
 from node.client import data_message, skill_message
+from node.server import lean_path
 from node.server.app import NodeState, build_node_app
 from node.server.lean_path import LeanPath
 from tests.peers.peers_support import Recorder, eventually, peer_app, peer_card
@@ -357,7 +358,8 @@ async def test_a_cancel_through_another_replica_stops_a_lean_peer_call(
 
 @pytest.fixture
 def held_working_save(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
-    """The lean path's WORKING saves wait until the returned event is set."""
+    """The lean path's WORKING saves, due at once, wait until the returned event is set."""
+    monkeypatch.setattr(lean_path, "VISIBLE_AFTER_S", 0.0)
     release = asyncio.Event()
     save = LeanPath._save
 
@@ -400,6 +402,7 @@ async def test_a_failed_working_save_beside_the_call_fails_the_send_and_stores_n
         return await save(self, task, *args)
 
     monkeypatch.setattr(LeanPath, "_save", failing)
+    monkeypatch.setattr(lean_path, "VISIBLE_AFTER_S", 0.0)
     url = await coordinator(serve, tmp_path, peer[0], True, "sqlite")
     async with httpx.AsyncClient(timeout=30.0) as http:
         client = await make_client(http, url)
@@ -408,3 +411,32 @@ async def test_a_failed_working_save_beside_the_call_fails_the_send_and_stores_n
     assert LEAN["served"] == 0, LEAN  # the send ended in an error, not a task
     assert isinstance(answer, str) and "Error" in answer, answer
     assert list(page.tasks) == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory"])
+async def test_a_quick_peer_call_is_saved_once_terminal(
+    serve: Serve,
+    tmp_path: Path,
+    peer: tuple[str, Recorder],
+    monkeypatch: pytest.MonkeyPatch,
+    store: str,
+) -> None:
+    """Calls done before the WORKING save is due skip it; the task is stored as on the SDK path."""
+    monkeypatch.setattr(lean_path, "VISIBLE_AFTER_S", 30.0)
+    saved: list[int] = []
+    save = LeanPath._save
+
+    async def counted(self: LeanPath, task: Task, *args: Any) -> Any:
+        saved.append(task.status.state)
+        return await save(self, task, *args)
+
+    monkeypatch.setattr(LeanPath, "_save", counted)
+    answers: dict[bool, list[Any]] = {True: [], False: []}
+    message = same_message(skill_message("sum", {"a": 2, "b": 3}))
+    async with twins(serve, tmp_path, peer[0], store=store) as client:
+        for lean in (True, False):
+            task = await send(client[lean], message())
+            answers[lean] += [task, await client[lean].get_task(GetTaskRequest(id=task.id))]
+    assert LEAN["served"] == 1, LEAN
+    assert saved == [TaskState.TASK_STATE_COMPLETED]
+    assert_same(answers, ["answer", "stored"])
