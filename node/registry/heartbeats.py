@@ -6,9 +6,11 @@ writes every queued time with one ``UPDATE`` (:meth:`AgentStore.beat`), so 2,000
 every 10 s cost one write transaction per second instead of 200. A failed flush keeps the times for
 the next one; closing flushes.
 
-The ``UPDATE`` returns the rows it found (``RETURNING``), and every queued id it did not find, or
-found rewritten, is dropped from the replica's :class:`KnownAgents`: its next heartbeat reads the
-database and is answered 404 if the agent was deleted through another replica.
+The ``UPDATE`` is given the row revision :class:`KnownAgents` holds for each queued id and
+returns only the ids whose row it did not find, found rewritten or no longer served (usually
+none: no rows come back to decode on the event loop); those are dropped from the replica's
+:class:`KnownAgents`, so their next heartbeat reads the database and is answered 404 if the
+agent was deleted through another replica.
 
 A queued heartbeat reaches the database at most ``flush_s`` (plus the flush itself) late, which is
 why a PostgreSQL sweep waits that much longer than ``evict_after`` before judging a row
@@ -58,12 +60,12 @@ class HeartbeatBatch:
         async with self._flushing:
             batch, self._queued = self._queued, {}
             try:
-                found = await self._store.beat(batch)
+                stale = await self._store.beat(batch, self._known.revs(batch))
             except BaseException:
                 for agent_id, at in batch.items():
                     self.add(agent_id, at)
                 raise
-            self._known.confirm(batch, found)
+            self._known.drop(stale)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="registry-heartbeats")

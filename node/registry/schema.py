@@ -18,9 +18,10 @@ the registry carries what searches use (:mod:`node.registry.search_sql` queries 
   words: free text matches when every word of the query begins a word of the agent (a GIN index
   over ``array_to_tsvector`` of them on PostgreSQL, an FTS5 ``unicode61`` table on SQLite).
   Partial names: a query of three characters or more also matches inside ``name_key``, through a
-  trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). The FTS5 tables hold a row
-  exactly while its ``name_key`` is set; the store writes them in the same statements as the
-  rows (set-based, never a trigger per row).
+  trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). The FTS5 tables, and the
+  narrow ``registry_keys`` (rowid, ``name_key``, id) that their matches are sorted from, hold a
+  row exactly while its ``name_key`` is set; the store writes them in the same statements as
+  the rows (set-based, never a trigger per row).
 - ``rev``: a new random value at every write of the row; the card cache's key, so a cached card
   is never stale and needs no invalidation.
 
@@ -43,6 +44,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    column,
+    table,
 )
 from sqlalchemy.types import TypeEngine
 
@@ -86,13 +89,20 @@ terms = Table(
     sqlite_with_rowid=False,  # one B-tree (the key's), not a table and its key's index
 )
 INDEXES = (
-    Index("registry_agents_last_seen", agents.c.last_seen),
     Index("registry_agents_order", agents.c.name_key, agents.c.id),
     Index("registry_terms_agent", terms.c.agent_id),
 )
 ADDED_COLUMNS = ("card_etag", "rev", "name_key", "words")
 """Columns newer than the first schema, added to an older table at start."""
 
+SQLITE_KEYS_DDL = (
+    "CREATE TABLE IF NOT EXISTS registry_keys "
+    "(agent_rowid INTEGER PRIMARY KEY, name_key TEXT NOT NULL, id TEXT NOT NULL)"
+)
+KEYS = table("registry_keys", column("agent_rowid"), column("name_key"), column("id"))
+"""SQLite: the sort keys of the served rows by rowid (a row of ~70 bytes each, kept like the
+FTS tables): the word and name indexes give rowids, and a page of their matches is sorted
+from here, not from the wide rows (~3 kB, about one per page) that hold the cards."""
 SQLITE_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS registry_words USING fts5(words, content="
     "'registry_agents', content_rowid='rowid', "
@@ -103,12 +113,27 @@ SQLITE_DDL = (
     "DROP TRIGGER IF EXISTS registry_fts_delete",
     "DROP TRIGGER IF EXISTS registry_fts_update",
     "DROP TABLE IF EXISTS registry_fts",
+    # the sweep's (PostgreSQL has none: PG_HOT_DDL)
+    "CREATE INDEX IF NOT EXISTS registry_agents_last_seen ON registry_agents (last_seen)",
     # a text search's window reads the next rows from here, not from rows holding their cards
     "CREATE INDEX IF NOT EXISTS registry_agents_window "
     "ON registry_agents (name_key, id, last_seen, words)",
+    SQLITE_KEYS_DDL,
 )
 """SQLite's word and name indexes: external-content FTS5 tables over ``registry_agents``."""
 FTS_TABLES = {"registry_words": "words", "registry_names": "name_key"}
+PG_FILLFACTOR = 50
+"""Percent of each heap page PostgreSQL fills on insert: the rest holds the next versions of
+its rows, so a heartbeat's ``UPDATE`` stays on the page (see :data:`PG_HOT_DDL`)."""
+PG_HOT_DDL = (
+    "DROP INDEX IF EXISTS registry_agents_last_seen",  # made by earlier versions
+    f"ALTER TABLE registry_agents SET (fillfactor = {PG_FILLFACTOR})",
+)
+"""Heartbeats as HOT updates on PostgreSQL: no index holds ``last_seen`` and pages keep room,
+so a flushed heartbeat writes one tuple on its page and no index entry (a non-HOT update would
+also insert into every index of the row, the GIN word and trigram indexes included). The sweep
+and health counts scan the table instead (one statement still; figures in bench/RESULTS.md).
+Run at every start (an older table migrates: its rows move to roomy pages as they beat)."""
 PG_WORDS = "array_to_tsvector(string_to_array(words, ' '))"
 """The words as a ``tsvector`` taken verbatim (no parser, no stemming); indexed as written."""
 PG_GIN_PENDING = "gin_pending_list_limit = 256"

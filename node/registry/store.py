@@ -60,6 +60,9 @@ from node.registry.schema import (
     ADDED_COLUMNS,
     FTS_TABLES,
     INDEXES,
+    KEYS,
+    PG_FILLFACTOR,
+    PG_HOT_DDL,
     PG_NAMES_INDEX,
     PG_TRIGRAM_EXTENSION,
     PG_WORDS_INDEX,
@@ -81,16 +84,20 @@ CHUNK = 500  # ids per IN (...) list
 DECODED_ROWS = 10_000  # rows searches keep decoded (a few kB each)
 
 _BEAT_SQL = {
-    "postgresql": (
-        "UPDATE registry_agents AS a SET last_seen = GREATEST(a.last_seen, b.ts) "
-        "FROM unnest(CAST(:ids AS TEXT[]), CAST(:ts AS DOUBLE PRECISION[])) AS b(id, ts) "
-        "WHERE a.id = b.id RETURNING a.id, a.rev, a.name_key IS NOT NULL"
+    "postgresql": (  # only the ids whose row is gone, rewritten or not served come back
+        "WITH b AS (SELECT * FROM unnest(CAST(:ids AS TEXT[]), "
+        "CAST(:ts AS DOUBLE PRECISION[]), CAST(:revs AS TEXT[])) AS b(id, ts, rev)), "
+        "u AS (UPDATE registry_agents AS a SET last_seen = GREATEST(a.last_seen, b.ts) FROM b "
+        "WHERE a.id = b.id RETURNING a.id, a.rev, a.name_key IS NOT NULL AS served) "
+        "SELECT b.id FROM b LEFT JOIN u ON u.id = b.id WHERE b.rev IS NOT NULL "
+        "AND (u.id IS NULL OR u.rev IS DISTINCT FROM b.rev OR NOT u.served)"
     ),
     "sqlite": (
         "UPDATE registry_agents SET last_seen = max(registry_agents.last_seen, b.ts) "
         "FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS ts "
         "FROM json_each(:beats)) AS b WHERE registry_agents.id = b.id "
-        "RETURNING registry_agents.id, registry_agents.rev, registry_agents.name_key IS NOT NULL"
+        # the key itself: SQLite 3.40 answers ``name_key IS NOT NULL`` wrongly in RETURNING
+        "RETURNING registry_agents.id, registry_agents.rev, registry_agents.name_key"
     ),
 }
 _HELD_SQL = (
@@ -98,6 +105,11 @@ _HELD_SQL = (
     "UNION SELECT id FROM registry_agents WHERE card_url = ANY(CAST(:urls AS TEXT[]))"
 )
 """The rows a bulk write replaces (PostgreSQL: one statement, whatever the batch's size)."""
+_HAS_KEYS_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'registry_keys'"
+_KEYS_OF = select(literal_column("registry_agents.rowid"), agents.c.name_key, agents.c.id).where(
+    agents.c.name_key.is_not(None)
+)
+"""The ``registry_keys`` rows of served rows (SQLite), as the FTS tables are filled."""
 _LIGHT = [c for c in agents.columns if c.name not in ("card", "words")]
 """What a listing, a heartbeat or a search reads of a row: everything but the card."""
 
@@ -398,11 +410,16 @@ class AgentStore:
         for index in INDEXES:
             await conn.run_sync(index.create, checkfirst=True)
         if self.dialect == "sqlite":
+            had_keys = await conn.scalar(text(_HAS_KEYS_SQL))
             for statement in SQLITE_DDL:
                 await conn.execute(text(statement))
             for name in FTS_TABLES if fill_fts else ():
                 await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('rebuild')"))
+            if fill_fts or not had_keys:  # a bulk load's end, or a file of an older version
+                await conn.execute(text("DELETE FROM registry_keys"))
+                await conn.execute(insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF))
         else:
+            await _hot_heartbeats(conn)
             await conn.execute(text(PG_WORDS_INDEX))
             self.trigram = await _trigram_index(conn)
 
@@ -457,24 +474,32 @@ class AgentStore:
                 else:
                     await self.index(found.record)
 
-    async def beat(self, beats: dict[str, float]) -> dict[str, tuple[str, bool]]:
+    async def beat(self, beats: dict[str, float], revs: dict[str, str] | None = None) -> set[str]:
         """Record heartbeats (id → time) in ONE statement; a row never moves back in time.
-        Returns the rows found, id → (revision, served): an id left out has no row."""
+        ``revs`` holds the revision the caller expects for some ids: returns those of them
+        whose row is gone, has another revision or is not served (computed by PostgreSQL, so
+        the usual answer is no row at all)."""
         if not beats:
-            return {}
+            return set()
+        revs = revs or {}
         engine = self._eng()
-        if engine.dialect.name == "postgresql":
-            params: dict[str, Any] = {"ids": list(beats), "ts": list(beats.values())}
+        postgres = engine.dialect.name == "postgresql"
+        if postgres:
+            ids = list(beats)
+            params: dict[str, Any] = {
+                "ids": ids,
+                "ts": list(beats.values()),
+                "revs": [revs.get(i) for i in ids],
+            }
         else:
             params = {"beats": json.dumps(list(beats.items()))}
         async with _translated("record heartbeats"), engine.begin() as conn:
             self.write_transactions += 1
-            rows = await conn.execute(text(_BEAT_SQL[engine.dialect.name]), params)
-            found = rows.all()
-        return {
-            _id_of(agent_id): (rev if isinstance(rev, str) else "", bool(served))
-            for agent_id, rev, served in found
-        }
+            rows = (await conn.execute(text(_BEAT_SQL[engine.dialect.name]), params)).all()
+        if postgres:
+            return {_id_of(row[0]) for row in rows}
+        found = {_id_of(i): (rev, key is not None) for i, rev, key in rows}
+        return {i for i, rev in revs.items() if found.get(i, ("", False)) != (rev, True)}
 
     async def delete(self, agent_ids: Iterable[str]) -> None:
         ids = list(agent_ids)
@@ -561,6 +586,8 @@ class AgentStore:
                 fts = table(name, column("rowid"), column(col))
                 source = select(literal_column("registry_agents.rowid"), agents.c[col])
                 await conn.execute(insert(fts).from_select(["rowid", col], source.where(chunk)))
+            keys = insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF.where(chunk))
+            await conn.execute(keys)
 
     async def _unindex(self, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
         """Take the served rows ``where`` says out of SQLite's FTS tables (one statement each,
@@ -573,6 +600,8 @@ class AgentStore:
                 literal("delete"), literal_column("registry_agents.rowid"), agents.c[col]
             ).where(where, agents.c.name_key.is_not(None))
             await conn.execute(insert(fts).from_select([name, "rowid", col], source))
+        rowid: ColumnElement[Any] = literal_column("registry_agents.rowid")
+        await conn.execute(delete(KEYS).where(KEYS.c.agent_rowid.in_(select(rowid).where(where))))
 
     def _columns(self, with_card: bool) -> list[ColumnElement[Any]]:
         if (found := self._column_sets.get(with_card)) is None:
@@ -597,6 +626,16 @@ def _add_columns(sync_conn: Any) -> None:
         if name not in have:
             kind = agents.c[name].type.compile(dialect=sync_conn.dialect)
             sync_conn.execute(text(f"ALTER TABLE registry_agents ADD COLUMN {name} {kind}"))
+
+
+async def _hot_heartbeats(conn: AsyncConnection) -> None:
+    """Run :data:`PG_HOT_DDL` where the table is not so yet (the ``ALTER`` takes a lock)."""
+    options = await conn.scalar(
+        text("SELECT reloptions FROM pg_class WHERE oid = 'registry_agents'::regclass")
+    )
+    done = f"fillfactor={PG_FILLFACTOR}" in (options or [])
+    for statement in PG_HOT_DDL[:1] if done else PG_HOT_DDL:
+        await conn.execute(text(statement))
 
 
 async def _trigram_index(conn: AsyncConnection) -> bool:
@@ -698,7 +737,7 @@ def _deferred_indexes(dialect: str) -> list[str]:
     """The indexes a bulk load builds at the end (constraints' own indexes stay)."""
     names = [index.name for index in INDEXES if index.name]
     if dialect == "sqlite":
-        return [*names, "registry_agents_window"]
+        return [*names, "registry_agents_last_seen", "registry_agents_window"]
     return [*names, "registry_agents_words", "registry_agents_names"]
 
 
