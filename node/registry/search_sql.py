@@ -10,8 +10,9 @@ characters or more) is part of the name. A query for a common word would make an
 return much of the table, only to sort it for one page; so a text search first walks a window
 of :data:`WINDOW` rows in page order, checking each row's own words (:func:`page_statement` with
 ``window``). If the page fills inside the window it is the answer; only a rarer text then asks
-the word and name indexes (``window=None``), whose few matches are cheap to sort. Both checks
-mean the same thing, so the two plans give the same rows.
+the word and name indexes (``window=None``), sorting the matches by their keys alone and
+reading only the page's rows (:func:`_indexed_page`). Both checks mean the same thing, so the
+two plans give the same rows.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.util import ClauseAdapter
 
-from node.registry.schema import PG_WORDS, SKILL, TAG, agents, query_words, terms
+from node.registry.schema import KEYS, PG_WORDS, SKILL, TAG, agents, query_words, terms
 
 Key = tuple[str, str]
 WINDOW = 2000
@@ -80,8 +81,8 @@ def page_statement(
         )
     if f.q is not None:
         checked.append(_row_matches(f.q, dialect))
-        if window is None and f.windowed:
-            checked.append(_indexed_matches(f.q, dialect))
+    if window is None and f.windowed:
+        return _indexed_page(f, columns, dialect, [*where, *checked])
     driver = None
     for kind, term in ((SKILL, f.skill), (TAG, f.tag)):
         if term is None:
@@ -120,13 +121,61 @@ def page_statement(
         where = [a.id.in_(select(ahead.c.id).where(*checks).limit(f.limit))]
     else:
         where += checked
-    if driver is None and window is None and f.windowed:
-        # the text indexes find the matches, and only those are sorted: the fence (OFFSET 0)
-        # keeps the planner from walking the page order and filtering every row, which it
-        # picks when it misjudges how many rows match (minutes for no match at 1M rows)
-        matched = statement.where(and_(*where)).offset(0).subquery("matched")
-        return select(*matched.c).order_by(matched.c.page_key, matched.c.id).limit(f.limit)
     return statement.where(and_(*where)).order_by(*order).limit(f.limit)
+
+
+def _indexed_page(
+    f: Filter, columns: list[Any], dialect: str, checked: list[ColumnElement[bool]]
+) -> Select[Any]:
+    """A page of a text found by the word and name indexes (``checked``: the conditions on the
+    row, text and health). Only the matches' sort keys ``(name_key, id)`` are sorted; the
+    page's rows are read after, by key. A fence (``OFFSET 0``) keeps each engine from walking
+    the page order and filtering every row (PostgreSQL picks that when it misjudges how many
+    rows match: minutes for no match at 1M rows), and from reading every match's whole row
+    (a few thousand wide rows, most of them cold, for a part of a common name).
+
+    PostgreSQL checks every condition on the matches (it reads their heap tuples to recheck
+    the trigram match anyway) and joins the ``limit`` rows of the page. SQLite takes the keys
+    of the matches from the narrow ``registry_keys`` table (:mod:`node.registry.schema`), sorts
+    them, and reads rows in that order, checking each, until the page is full."""
+    a, k = agents.c, KEYS.c
+    if dialect == "postgresql":
+        where = [*checked, a.name_key.is_not(None), _indexed_matches(f.q or "", dialect)]
+        if f.after is not None:
+            where.append(tuple_(a.name_key, a.id) > tuple_(*f.after))
+        matched = select(a.id, a.name_key).where(*where).offset(0).subquery("matched")
+        page = (
+            select(*matched.c)
+            .order_by(matched.c.name_key, matched.c.id)
+            .limit(f.limit)
+            .subquery("page")
+        )
+        return (
+            select(*columns, page.c.name_key.label("page_key"))
+            .select_from(page.join(agents, a.id == page.c.id))
+            .order_by(page.c.name_key, page.c.id)
+        )
+    cursor = [tuple_(k.name_key, k.id) > tuple_(*f.after)] if f.after is not None else []
+    matched = (
+        select(k.agent_rowid, k.name_key, k.id)
+        .where(k.agent_rowid.in_(_indexed_rowids(f.q or "")), *cursor)
+        .order_by(k.name_key, k.id)
+        .offset(0)  # not flattened: sorted alone first, then read in its order
+        .subquery("matched")
+    )
+    row = agents.alias("candidate")  # read for one match at a time, until the page is full
+    checks = [ClauseAdapter(row).traverse(w) for w in checked]
+    found = exists().where(
+        literal_column("candidate.rowid") == matched.c.agent_rowid,
+        row.c.name_key.is_not(None),
+        *checks,
+    )
+    first = select(matched.c.agent_rowid).where(found).limit(f.limit)
+    return (
+        select(*columns, a.name_key.label("page_key"))
+        .where(literal_column("registry_agents.rowid").in_(first))
+        .order_by(a.name_key, a.id)
+    )
 
 
 def _row_matches(q: str, dialect: str) -> ColumnElement[bool]:
@@ -153,6 +202,12 @@ def _indexed_matches(q: str, dialect: str) -> ColumnElement[bool]:
             escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             either.append(agents.c.name_key.like(f"%{escaped}%", escape="\\"))
         return or_(*either) if either else false()
+    return literal_column("registry_agents.rowid").in_(_indexed_rowids(q))
+
+
+def _indexed_rowids(q: str) -> Any:
+    """SQLite: the rowids the word and name FTS5 tables find for ``q`` (a ``UNION``)."""
+    words, needle = query_words(q), q.casefold()
     parts, params = [], {}
     if words:
         parts.append("SELECT rowid FROM registry_words WHERE registry_words MATCH :words")
@@ -161,9 +216,8 @@ def _indexed_matches(q: str, dialect: str) -> ColumnElement[bool]:
         parts.append("SELECT rowid FROM registry_names WHERE registry_names MATCH :name")
         params["name"] = _phrase(needle)
     if not parts:
-        return false()
-    rowids = text(" UNION ".join(parts)).bindparams(**params).columns(literal_column("rowid"))
-    return literal_column("registry_agents.rowid").in_(rowids)
+        parts.append("SELECT NULL AS rowid WHERE 0")
+    return text(" UNION ".join(parts)).bindparams(**params).columns(literal_column("rowid"))
 
 
 def _lexeme(word: str) -> str:

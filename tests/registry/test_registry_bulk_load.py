@@ -3,7 +3,9 @@ row-by-row writes serve, and the scale bench's directly built rows are what ``sa
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +14,16 @@ from sqlalchemy import select, text
 from bench.registry_scale import Population
 from node.errors import RegistryError
 from node.registry import RegistrySettings
+from node.registry import store as store_module
 from node.registry.records import AgentRecord
 from node.registry.schema import FTS_TABLES, agents, query_words, terms
 from node.registry.search_sql import Filter
 from node.registry.store import AgentStore, Stored, async_url
 from tests.registry.test_registry_search_engines import expected
+
+SERVED_KEYS = (
+    "SELECT rowid, name_key, id FROM registry_agents WHERE name_key IS NOT NULL ORDER BY 1"
+)
 
 
 async def opened(db: str) -> AgentStore:
@@ -34,6 +41,10 @@ async def stored(store: AgentStore) -> tuple[list[Any], list[Any]]:
         if store.dialect == "sqlite":  # the FTS tables agree with the rows they index
             for name in FTS_TABLES:
                 await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('integrity-check')"))
+            # and so do the sort keys: one per served row, at the row's rowid
+            keys = await conn.execute(text("SELECT * FROM registry_keys ORDER BY 1"))
+            served = await conn.execute(text(SERVED_KEYS))
+            assert keys.all() == served.all()
     return [tuple(r) for r in rows], [tuple(t) for t in found]
 
 
@@ -116,5 +127,48 @@ async def test_a_row_searched_again_shows_its_heartbeat_and_its_rewrite(db: str)
         renamed = replace(record, name="Renamed Agent", last_seen=1_060.0)
         await store.save(renamed, live_after=2_000.0)
         assert await only() == replace(renamed, card={})
+    finally:
+        await store.close()
+
+
+async def test_an_older_sqlite_file_gets_its_sort_keys_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file from before ``registry_keys`` (the table dropped here) is given it at the next
+    start, from its served rows; searches found by the text indexes then read it, and every
+    write after keeps it in step (registrations, deletions, set-aside rows, the sweep)."""
+    monkeypatch.setattr(store_module, "WINDOW", 4)  # pages come from the text indexes
+    db = str(tmp_path / "registry.db")
+    population = Population()
+    records = [population.agent(i, 1_000.0 + i % 3)[0] for i in range(300)]
+    store = await opened(db)
+    try:
+        await store.save_many(records)
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE registry_keys")
+    store = await opened(db)
+    try:
+        await stored(store)  # rebuilt: one key per served row
+        brand = records[0].name.casefold()[1:5]  # inside names, and no word begins with it
+        queries = [{"q": brand}, {"q": records[1].name.split()[0]}, {"q": "zzz"}]
+        for params in queries:  # a page of 2: the cursor walks the sorted keys too
+            want = expected(records, 1_000.0, **params)
+            assert want or params["q"] == "zzz", params
+            got: list[str] = []
+            after = None
+            while True:
+                page = await store.search(Filter(**params, after=after, limit=2))
+                got += [key[1] for key, _ in page]
+                if len(page) < 2:
+                    break
+                after = page[-1][0]
+            assert got == want, params
+        await store.set_aside(records[0].id)
+        await store.delete([records[1].id])
+        await store.save(replace(records[2], name="Renamed"), live_after=5_000.0)
+        assert await store.sweep(1_001.0) == 100  # last seen at 1,000.0
+        await stored(store)
     finally:
         await store.close()
