@@ -18,6 +18,10 @@ and on PostgreSQL; ``--agents 10000 --stores sqlite --duration 2`` for a quick r
    registry's RSS (``/proc``) after start-up and after the queries, and its CPU time per request
    (user + system of the registry process only: SQLite runs inside it, PostgreSQL does not),
    against the targets of issue 14: p50 ≤ 20 ms for every kind and RSS ≤ 500 MB at 1M agents.
+
+``--keep`` keeps the filled store and prints its ``--existing`` argument (a PostgreSQL URL or a
+SQLite path); ``--existing`` measures such a store again without filling it, the registry's ttl
+then covering the store's age so that its rows count as healthy, as right after the fill.
 """
 
 from __future__ import annotations
