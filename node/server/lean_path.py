@@ -10,7 +10,7 @@ of the coordinator's. This path serves such a call with the same parts and nothi
    configuration, no SDK spans being recorded;
 2. the SDK's own request-context builder gives the task and context ids (as on the SDK path);
 3. the executor admits and plans it (:meth:`NodeExecutor.prepare`: hops, skill, arguments,
-   capabilities) and every planned call is a cheap inline tool (:func:`cheap_inline`) or a call
+   capabilities) and every planned call is a cheap inline tool (:func:`runs_instantly`) or a call
    that waits on I/O this path can follow (:func:`waits_on_peers`: a peer's skill, a pipeline of
    such calls and cheap inline tools);
 4. the executor runs and reports it (:meth:`NodeExecutor.finish`) into a queue that folds each
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -72,13 +71,12 @@ from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.task import apply_history_length, validate_history_length
 
 from node.errors import ConfigError
-from node.executor import NodeExecutor, Prepared
+from node.executor import NodeExecutor, Prepared, runs_instantly
 from node.peers.remote_tool import RemoteSkillTool
 from node.pipeline.tool import PipelineTool
 from node.server.sdk_tuning import telemetry_active
 from node.store.terminal import TerminalTaskError
 from node.tooling import Tool
-from node.tooling.function_tool import FunctionTool
 
 LEAN_PATH_ENV = "A2A_NODE_LEAN_PATH"
 VISIBLE_AFTER_S = 0.05
@@ -97,20 +95,6 @@ def lean_path_enabled(card_setting: bool) -> bool:
     raise ConfigError(f"{LEAN_PATH_ENV} must be 1/true/on or 0/false/off, not {value!r}")
 
 
-def cheap_inline(tool: Tool) -> bool:
-    """A call the lean path may run: a read-only sync function its policy puts on the loop.
-
-    ``isolation="inline"`` on a sync function is the tool's promise that it returns in
-    microseconds; async tools are inline too but may wait on I/O, so they take the SDK path.
-    """
-    return (
-        isinstance(tool, FunctionTool)
-        and tool.inline
-        and tool.read_only
-        and not inspect.iscoroutinefunction(tool.function)
-    )
-
-
 def waits_on_peers(tool: Tool, _depth: int = 0) -> bool:
     """A call that waits on peers and nothing the lean path cannot follow.
 
@@ -125,7 +109,7 @@ def waits_on_peers(tool: Tool, _depth: int = 0) -> bool:
     catalog = tool._catalog
     for step in tool.spec.steps:
         found = catalog.get(step.tool)
-        if found is not None and not (cheap_inline(found) or waits_on_peers(found, _depth + 1)):
+        if found is not None and not (runs_instantly(found) or waits_on_peers(found, _depth + 1)):
             return False
     return True
 
@@ -226,7 +210,7 @@ class LeanPath:
         versioned: VersionedTaskStore | None = None,
         stream: TaskEventStream | None = None,
         check_input_modes: bool = False,
-        eligible: Callable[[Tool], bool] = cheap_inline,
+        eligible: Callable[[Tool], bool] = runs_instantly,
         waits: Callable[[Tool], bool] = waits_on_peers,
     ) -> None:
         self._executor = executor
