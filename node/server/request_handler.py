@@ -44,7 +44,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
-from a2a.server.agent_execution import AgentExecutor, RequestContext, RequestContextBuilder
+from a2a.server.agent_execution import AgentExecutor
 from a2a.server.cluster.event_stream import TaskEventStream
 from a2a.server.cluster.task_store import VersionedTaskStore
 from a2a.server.context import ServerCallContext
@@ -84,35 +84,6 @@ from node.store.versioned import VersionedStore
 DEFAULT_SEND_WINDOW_S = 24 * 3600.0
 SETTLED = TERMINAL | INTERRUPTED
 Key = tuple[str, str]
-_NEW_TASK = "node.new_task_id"  # ServerCallContext.state: the id generated for this send's task
-
-
-class _NewTaskIds(RequestContextBuilder):
-    """The SDK's builder; an id it generates for a new task is named to the versioned store.
-
-    Until that task's first save the store then answers a read of the id without a query
-    (:meth:`VersionedStore.expect_new`); the send's end forgets it (:meth:`NodeRequestHandler.
-    _forget_new`).
-    """
-
-    def __init__(self, inner: RequestContextBuilder, store: VersionedStore) -> None:
-        self._inner, self._store = inner, store
-
-    async def build(
-        self,
-        context: ServerCallContext,
-        params: SendMessageRequest | None = None,
-        task_id: str | None = None,
-        context_id: str | None = None,
-        task: Task | None = None,
-    ) -> RequestContext:
-        request = await self._inner.build(
-            context=context, params=params, task_id=task_id, context_id=context_id, task=task
-        )
-        if task_id is None and task is None and request.task_id:
-            self._store.expect_new(request.task_id)
-            context.state[_NEW_TASK] = request.task_id
-        return request
 
 
 class _Claim:
@@ -191,13 +162,6 @@ class NodeRequestHandler(DefaultRequestHandler):
                 stream=stream if isinstance(stream, TaskEventStream) else None,
                 check_input_modes=self._validate_input_modes,
             )
-        self._versioned = task_store if isinstance(task_store, VersionedStore) else None
-        if (
-            self._versioned is not None
-        ):  # the SDK path's builder (the lean path keeps the plain one)
-            self._request_context_builder = _NewTaskIds(
-                self._request_context_builder, self._versioned
-            )
 
     @validate_request_params
     async def on_message_send(
@@ -218,7 +182,6 @@ class NodeRequestHandler(DefaultRequestHandler):
                 return result
         finally:
             claim.release()
-            self._forget_new(context)
         if not params.configuration.return_immediately:
             prior = await self._settled(prior, context)
         return apply_history_length(prior, params.configuration)
@@ -246,7 +209,6 @@ class NodeRequestHandler(DefaultRequestHandler):
                 yield event
         finally:
             claim.release()
-            self._forget_new(context)
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
@@ -299,12 +261,6 @@ class NodeRequestHandler(DefaultRequestHandler):
         if self.lean is not None:
             await self.lean.aclose()
         await super().aclose()
-
-    def _forget_new(self, context: ServerCallContext) -> None:
-        """The send is over: reads of its new task's id go to the store again."""
-        task_id = context.state.pop(_NEW_TASK, None)
-        if task_id is not None and self._versioned is not None:
-            self._versioned.forget_new(task_id)
 
     async def _lean_run(self, task_id: str, context: ServerCallContext) -> LeanRun | None:
         """The lean run of the caller's live task ``task_id`` in this process, if any."""

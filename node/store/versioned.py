@@ -17,11 +17,6 @@ and the task never disagree. A refused write raises ``ConcurrentTaskModification
 subclass :class:`~node.store.terminal.TerminalTaskError` when the stored task is terminal): the
 SDK's consumer then reloads the task and, finding it terminal, stops the executor.
 
-The request handler names the ids it has just generated for new tasks (:meth:`VersionedStore.
-expect_new`): until the task's first save (or the end of its request), reading such an id answers
-``None`` without a query, as the table would (a fresh ``uuid4`` is nowhere yet). That is the
-SDK's one read per new task, before its first save.
-
 Event rows are read by the event streams (:mod:`node.store.event_stream`) and pruned by
 ``prune`` after the retention period (:data:`DEFAULT_EVENT_RETENTION_S`), together with
 finished tasks when a task retention is set.
@@ -88,15 +83,6 @@ class VersionedStore(VersionedTaskStore):
         self.store = store
         self._cas: CasBackend = store
         self.owner_resolver = store.owner_resolver
-        self._new: set[str] = set()
-
-    def expect_new(self, task_id: str) -> None:
-        """``task_id`` was just generated for a new task: nothing is stored under it yet."""
-        self._new.add(task_id)
-
-    def forget_new(self, task_id: str) -> None:
-        """Reads of ``task_id`` go to the table again (its request ended)."""
-        self._new.discard(task_id)
 
     async def save(
         self,
@@ -109,7 +95,6 @@ class VersionedStore(VersionedTaskStore):
     ) -> TaskVersion:
         """Persist ``task`` if the stored version is still ``prev_version`` (module docs)."""
         del prev
-        self._new.discard(task.id)  # from its first save on, the table answers
         blob = None if event is None else to_stream_response(event).SerializeToString()
         version = await self._cas.cas_save(
             task,
@@ -122,8 +107,6 @@ class VersionedStore(VersionedTaskStore):
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         """The caller's task with the version it was read at."""
-        if task_id in self._new:
-            return None
         found = await self._cas.get_versioned(task_id, self.owner_resolver(context))
         return None if found is None else StoredTask(found[0], TaskVersion(found[1]))
 

@@ -236,27 +236,3 @@ def test_the_cards_task_retention_reaches_the_pruner(tmp_path) -> None:
     pruned = cluster_of({"store": "sqlite", "task_retention_days": 2})
     assert pruned is not None and pruned.task_retention_s == 2 * 86400
     assert cluster_of({"store": "memory"}) is None  # one process, no event rows
-
-
-async def test_a_new_task_id_reads_nothing_until_its_first_save_or_its_request_ends(
-    durable: Backend, alice: ServerCallContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cluster = await open_cluster(durable)
-    store = cluster.store
-    reads: list[str] = []
-    get_versioned = store._cas.get_versioned
-
-    async def counted(task_id: str, owner: str) -> tuple[Task, int] | None:
-        reads.append(task_id)
-        return await get_versioned(task_id, owner)
-
-    monkeypatch.setattr(store._cas, "get_versioned", counted)
-    new, other = str(uuid.uuid4()), str(uuid.uuid4())
-    store.expect_new(new)
-    assert await store.get(new, alice) is None and reads == []  # as the table would answer
-    assert await save(store, task(new, S.TASK_STATE_SUBMITTED), 0, alice) == 1
-    stored = await store.get(new, alice)  # from its first save on, the table answers
-    assert stored is not None and stored.version == TaskVersion(1) and reads == [new]
-    store.expect_new(other)
-    store.forget_new(other)  # its request ended without a save
-    assert await store.get(other, alice) is None and reads == [new, other]
