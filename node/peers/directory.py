@@ -7,7 +7,11 @@ agents, merges them by agent id (a static entry wins: it carries the token, filt
 whose card changed has its tools rebuilt, a vanished peer's tools are dropped. When the registry
 or a peer cannot be reached, the last good view of it stays (a warning is logged; the peer is
 marked unhealthy). The registry is read with ETags (:class:`RegistryReader`): when nothing
-changed, nothing is parsed and the tools are not touched. Each peer keeps one
+changed, nothing is parsed and the tools are not touched. A caller that needs a peer tool the
+toolset lacks (a pipeline step naming a peer that registered after the last poll) gets one
+refresh at once through the toolset's ``reload`` (:meth:`PeerDirectory.refresh_for_miss`:
+concurrent misses share it, and a new one starts at most once per ``miss_refresh_s``, so unknown
+names cannot poll the registry faster than that). Each peer keeps one
 :class:`PeerClient`; its breaker survives card changes.
 Peer clients share the node's HTTP client and the directory's gRPC channels (closed by
 :meth:`PeerDirectory.aclose`); both discovery paths read 1.0 and 0.3 cards alike.
@@ -41,9 +45,11 @@ from node.tooling.guards.urls import UrlGuard
 from node.tooling.schema import compile_schema
 from node.tooling.tool import Tool
 
-__all__ = ["PeerDirectory", "PeerInfo"]
+__all__ = ["MISS_REFRESH_S", "PeerDirectory", "PeerInfo"]
 
 log = logging.getLogger(__name__)
+MISS_REFRESH_S = 1.0
+"""At most one refresh per this many seconds is started for callers missing a tool."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +98,12 @@ class PeerDirectory:
         toolset: PeerToolset,
         peer_guard: PeerGuard | None = None,
         clock: Callable[[], float] = time.monotonic,
+        miss_refresh_s: float = MISS_REFRESH_S,
     ) -> None:
-        """``peer_guard`` checks registry peers' addresses (default: ``settings.allow_cidrs``)."""
+        """``peer_guard`` checks registry peers' addresses (default: ``settings.allow_cidrs``).
+
+        Installs :meth:`refresh_for_miss` as ``toolset.reload``.
+        """
         self._http, self.self_id, self.toolset = http, self_id, toolset
         self.settings = settings
         registry = settings.registry
@@ -116,6 +126,11 @@ class PeerDirectory:
         self.skipped_entries = 0  # registry entries left out by the last registry read
         self.registry_unchanged = 0  # registry reads answered 304 Not Modified (nothing parsed)
         self._reported: set[str] = set()
+        self._clock, self._miss_refresh_s = clock, miss_refresh_s
+        self._miss: asyncio.Task[None] | None = None  # the refresh callers missing a tool share
+        self._miss_started = -float("inf")
+        self.miss_refreshes = 0  # refreshes started by callers missing a tool
+        toolset.reload = self.refresh_for_miss
 
     def peers(self) -> list[PeerInfo]:
         """The current view, sorted by peer id."""
@@ -144,6 +159,29 @@ class PeerDirectory:
             self._view = view
             self.refreshes += 1
 
+    async def refresh_for_miss(self) -> None:
+        """Refresh now for a caller that found no tool by the name it needs; never raises.
+
+        Callers arriving while such a refresh runs share it. Another starts only
+        ``miss_refresh_s`` after the last one started; until then a miss returns at once (the
+        caller fails as before, and the periodic refresh still comes).
+        """
+        task = self._miss
+        if task is None or task.done():
+            now = self._clock()
+            if now - self._miss_started < self._miss_refresh_s:
+                return
+            self._miss_started = now
+            self.miss_refreshes += 1
+            task = self._miss = asyncio.create_task(self._logged_refresh(), name="peer-miss")
+        await asyncio.shield(task)  # a caller that goes away leaves it to the others
+
+    async def _logged_refresh(self) -> None:
+        try:
+            await self.refresh()
+        except Exception:  # a bug must not fail the caller's lookup; it is logged with its trace
+            log.exception("peer directory refresh failed")
+
     def start(self) -> None:
         """Refresh now (unless done already) and every ``refresh_s`` in a background task."""
         if self._task is None or self._task.done():
@@ -151,10 +189,12 @@ class PeerDirectory:
 
     async def aclose(self) -> None:
         """Stop refreshing, drop every peer tool and close the gRPC channels."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self.toolset.reload = None
+        for task in (self._task, self._miss):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self._installed = {}
         self.toolset.replace(())
         self._view = {}
@@ -164,10 +204,7 @@ class PeerDirectory:
         if self.refreshes:
             await asyncio.sleep(self.refresh_s)
         while True:
-            try:
-                await self.refresh()
-            except Exception:  # a bug must not end discovery; it is logged with its traceback
-                log.exception("peer directory refresh failed")
+            await self._logged_refresh()  # a bug must not end discovery
             await asyncio.sleep(self.refresh_s)
 
     async def _fetch_static(self, peer: StaticPeer) -> _Peer | None:

@@ -15,6 +15,10 @@ Progress: when ``ctx.progress`` is set, it receives
 one message per step as the step finishes: ``"step fetch (web__http_fetch) done (1/3)"`` or
 ``"step fetch (web__http_fetch) failed (1/3): <reason>"``. A failing callback is logged, never
 raised. Steps do not see the callback (a nested pipeline reports nothing of its own steps).
+
+A step whose tool is missing when it runs (a peer's, not discovered yet or gone) asks the catalog
+to look again (:func:`~node.tooling.catalog.look_again`: the peer directory refreshes once,
+bounded) before it fails.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 from node.errors import ConfigError, ErrorKind, PeerError, ToolError, tool_error
 from node.pipeline.refs import resolve
 from node.pipeline.spec import PipelineSpec, StepSpec
-from node.tooling.catalog import CombinedCatalog, ToolCatalog, not_found_message
+from node.tooling.catalog import CombinedCatalog, ToolCatalog, look_again, not_found_message
 from node.tooling.context import ToolContext
 from node.tooling.results import ToolCall, ToolEvent
 from node.tooling.runner import ToolRunner
@@ -153,8 +157,9 @@ class _Run:
             try:
                 arguments = resolve(step.template, input=self.input, steps=self.outputs,
                                     step=step.spec.id)  # fmt: skip
-                if step.spec.tool not in self.tool._catalog:  # a peer tool that went away
-                    raise PeerError(
+                catalog, name = self.tool._catalog, step.spec.tool
+                if name not in catalog and not await look_again(catalog, name):  # a peer tool
+                    raise PeerError(  # that went away, or that is not discovered even now
                         f"step {step.spec.id!r}: peer tool {step.spec.tool!r} is not available "
                         "(peer down or not discovered)"
                     )

@@ -6,6 +6,10 @@ changes (a peer's skills, an MCP server's tools) swaps in a new :class:`Toolbox`
 ``revision``. :class:`CombinedCatalog` puts several catalogs side by side (the node's own tools
 first) and :class:`FilteredCatalog` hides the tools a predicate rejects (hidden means not found).
 
+A swappable catalog may be given a ``reload`` (the peer directory's bounded refresh):
+:func:`look_again` asks for it when a name is missing, for callers that need a tool now (a
+pipeline step naming a peer that registered after the last poll).
+
 ``prepare_call`` resolves the name exactly (a "did you mean" hint is only ever a hint), turns raw
 arguments into a JSON object, casts safe scalars and validates against the compiled validator.
 Nothing runs before all of that succeeded.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +35,7 @@ __all__ = [
     "ToolCatalog",
     "ToolDefinition",
     "Toolbox",
+    "look_again",
     "not_found_message",
     "public",
 ]
@@ -162,6 +167,16 @@ class SwappableCatalog:
     def __init__(self) -> None:
         self._box = Toolbox()
         self.revision = 0
+        self.reload: Callable[[], Awaitable[object]] | None = None  # its owner's refresh
+
+    async def look_again(self, name: str) -> bool:
+        """Whether ``name`` is here, after one :attr:`reload` when it was not (and one is set).
+
+        The owner bounds its reload (coalesced, rate-limited): a missing name may ask often.
+        """
+        if name not in self._box and self.reload is not None:
+            await self.reload()
+        return name in self._box
 
     def replace(self, tools: Iterable[Tool]) -> None:
         """Install ``tools`` as the whole set (``ConfigError`` on a duplicate name)."""
@@ -214,6 +229,15 @@ class CombinedCatalog:
 
     def _owner(self, name: str) -> ToolCatalog | None:
         return next((c for c in self._catalogs if name in c), None)
+
+    async def look_again(self, name: str) -> bool:
+        """Whether a part has ``name``, once the parts that can reload (:func:`look_again`) did."""
+        if name in self:
+            return True
+        for catalog in self._catalogs:
+            if await look_again(catalog, name):
+                return True
+        return False
 
     def get(self, name: str) -> Tool | None:
         owner = self._owner(name)
@@ -271,6 +295,15 @@ class FilteredCatalog:
         if name not in names:
             raise ToolNotFound(not_found_message(name, names))
         return self._inner.prepare_call(name, raw_arguments)
+
+
+async def look_again(catalog: ToolCatalog, name: str) -> bool:
+    """Whether ``catalog`` has ``name``; when not, its reloadable parts refresh once first."""
+    if name in catalog:
+        return True
+    if isinstance(catalog, SwappableCatalog | CombinedCatalog):
+        return await catalog.look_again(name)
+    return False
 
 
 def public(catalog: ToolCatalog) -> FilteredCatalog:
