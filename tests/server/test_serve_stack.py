@@ -1,4 +1,4 @@
-"""What ``make_server(...).run()`` (``a2a-node serve``) serves on: uvloop and httptools."""
+"""What ``make_server(...).run()`` (``a2a-node serve``) serves on: uvloop, httptools, one write."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from node.server.http_protocol import OneWriteHttpToolsProtocol
 from node.server.serve import make_server
 from tests.servers import free_socket
 
@@ -29,7 +30,8 @@ def loop_app() -> Starlette:
 @pytest.mark.parametrize(
     ("loop", "http", "expected_loop", "protocol"),
     [
-        ("auto", "auto", "uvloop", HttpToolsProtocol),
+        ("auto", "auto", "uvloop", OneWriteHttpToolsProtocol),
+        ("auto", "httptools-uvicorn", "uvloop", HttpToolsProtocol),
         ("asyncio", "h11", "asyncio.unix_events", H11Protocol),
     ],
 )
