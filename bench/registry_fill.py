@@ -221,6 +221,16 @@ async def breakdown(cards_url: str, tmp: str, args: argparse.Namespace) -> None:
         bodies = await fetch_all()
         cpu = time.process_time() - start
         costs["fetch (CardFetcher.fetch)"] = min(cpu, costs.get("fetch (CardFetcher.fetch)", cpu))
+    from node.registry.pipelined import fetch_pipelined
+
+    for _ in range(2):
+        start = time.process_time()
+        piped: list[object] = [None] * n
+        left = await fetch_pipelined(fetcher, urls, {}, piped.__setitem__)
+        cpu = time.process_time() - start
+        assert not left and all(p is not None for p in piped), left[:5]
+        key = "fetch pipelined (fetch_pipelined)"
+        costs[key] = min(cpu, costs.get(key, cpu))
     for _ in range(2):
         start = time.process_time()
         for body in bodies:

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from node.errors import RegistryError
 from node.registry.cards import CardInfo, card_from_body
 from node.registry.errors import status_and_code
-from node.registry.fetcher import CardFetcher
+from node.registry.fetcher import CardFetcher, Fetched
+from node.registry.pipelined import fetch_pipelined
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,20 +79,40 @@ async def prepare_all(
     *,
     wait_s: float | None,
 ) -> list[Prepared | Unchanged | RegistryError]:
-    """:func:`prepare` for every URL, one per URL in order: as many workers as the fetcher
-    has slots take the URLs in turn (the slots still bound the fetches, per host too), so a
-    batch of 1,000 URLs costs a few dozen tasks, not a task and a slot waiter per URL."""
+    """:func:`prepare` for every URL, one per URL in order. The cards are first fetched over
+    pipelined keep-alive connections (:mod:`node.registry.pipelined`) and validated as each
+    answer is parsed; what that path leaves (https, redirects, hosts that do not pipeline,
+    every error it does not decide) goes through :func:`prepare`, taken in turn by as many
+    workers as the fetcher has slots. Either way each fetch holds a slot (per host too)."""
     out: list[Prepared | Unchanged | RegistryError | None] = [None] * len(urls)
-    todo = iter(enumerate(urls))
+
+    def deliver(i: int, fetched: Fetched | RegistryError) -> None:
+        url = urls[i]
+        if isinstance(fetched, RegistryError):
+            out[i] = fetched
+        elif fetched.unchanged(stored.get(url)):
+            out[i] = Unchanged(url)
+        elif fetched.body is None:  # a 304 to a validator that is not ours
+            left.append(i)
+        else:
+            try:
+                out[i] = Prepared(url, card_from_body(fetched.body), fetched.validator)
+            except RegistryError as exc:
+                out[i] = exc
+
+    left: list[int] = []
+    left.extend(await fetch_pipelined(fetcher, urls, stored, deliver))
+    todo = iter(left)
 
     async def work() -> None:
-        for i, url in todo:
+        for i in todo:
+            url = urls[i]
             try:
                 out[i] = await prepare(fetcher, url, stored=stored.get(url), wait_s=wait_s)
             except RegistryError as exc:
                 out[i] = exc
 
-    await asyncio.gather(*(work() for _ in range(min(len(urls), fetcher.concurrency))))
+    await asyncio.gather(*(work() for _ in range(min(len(left), fetcher.concurrency))))
     done = [o for o in out if o is not None]
     assert len(done) == len(urls)
     return done

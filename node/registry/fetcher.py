@@ -71,14 +71,14 @@ class _GuardedResolver(ThreadedResolver):
 
     def __init__(self, guard: UrlGuard) -> None:
         super().__init__()
-        self._guard = guard
+        self.guard = guard
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         hosts = await super().resolve(host, port, family)
         for entry in hosts:
-            _check(self._guard, host, entry["host"])
+            _check(self.guard, host, entry["host"])
         return hosts
 
 
@@ -106,6 +106,16 @@ class FetchSlots:
         self._total = asyncio.Semaphore(total)
         self._per_host = per_host
         self._hosts: dict[str, _Host] = {}  # only origins with a fetch running or waiting
+
+    @property
+    def per_host(self) -> int:
+        """Most fetches from one origin at once."""
+        return self._per_host
+
+    def free(self, origin: str) -> bool:
+        """True when a slot for ``origin`` would be taken at once."""
+        host = self._hosts.get(origin)
+        return not self._total.locked() and (host is None or not host.slots.locked())
 
     def slot(self, origin: str, wait_s: float | None) -> _Slot:
         """Hold a slot for ``origin``; :class:`HostBusy` / :class:`Busy` after ``wait_s``."""
@@ -178,9 +188,9 @@ class CardFetcher:
     """Fetches card documents for the registry (see the module docstring)."""
 
     def __init__(self, guard: UrlGuard, settings: RegistrySettings) -> None:
-        self._guard = guard
-        self._timeout_s = settings.fetch_timeout_s
-        self._max_bytes = settings.max_card_bytes
+        self.guard = guard
+        self.timeout_s = settings.fetch_timeout_s
+        self.max_bytes = settings.max_card_bytes
         self.concurrency = settings.fetch_concurrency
         """Most fetches in flight at once."""
         self._limit_per_host = settings.fetch_per_host
@@ -191,13 +201,15 @@ class CardFetcher:
         """HTTP requests sent (tests and benches)."""
         self.conditional = 0
         """Of which carried ``If-None-Match``."""
+        self.no_pipeline: set[str] = set()
+        """Origins that broke a pipeline (:mod:`node.registry.pipelined`): fetched one by one."""
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:  # made on first use, inside the running loop
             connector = aiohttp.TCPConnector(
                 limit=self.concurrency,
                 limit_per_host=self._limit_per_host,
-                resolver=_GuardedResolver(self._guard),
+                resolver=_GuardedResolver(self.guard),
                 ttl_dns_cache=10,
             )
             self._session = aiohttp.ClientSession(
@@ -222,11 +234,11 @@ class CardFetcher:
         etag = stored if stored is not None and not stored.startswith("sha256:") else None
         async with self.slots.slot(origin, wait_s):
             try:
-                async with asyncio.timeout(self._timeout_s):
+                async with asyncio.timeout(self.timeout_s):
                     return await self._get(target, etag)
             except TimeoutError as exc:
                 raise CardUnreachable(
-                    f"card URL unreachable: no card within {self._timeout_s:g} s"
+                    f"card URL unreachable: no card within {self.timeout_s:g} s"
                 ) from exc
             except _Refused as exc:
                 raise UrlRefused(f"card URL refused: {exc}") from exc
@@ -243,7 +255,7 @@ class CardFetcher:
 
     async def _get(self, target: URL, etag: str | None) -> Fetched:
         headers = {"If-None-Match": etag} if etag else None
-        for _hop in range(self._guard.max_redirects + 1):
+        for _hop in range(self.guard.max_redirects + 1):
             if target.scheme not in ("http", "https") or not target.host:
                 raise UrlRefused(f"card URL refused: a redirect to {str(target)[:200]!r}")
             self._check_literal(target.host)
@@ -258,14 +270,14 @@ class CardFetcher:
                     return Fetched(None, etag)
                 if not 200 <= r.status < 300:
                     raise CardUnreachable(f"card URL answered HTTP {r.status}")
-                if r.content_length is not None and r.content_length > self._max_bytes:
-                    raise CardTooLarge(f"card is larger than {self._max_bytes} bytes")
+                if r.content_length is not None and r.content_length > self.max_bytes:
+                    raise CardTooLarge(f"card is larger than {self.max_bytes} bytes")
                 if r.content_length is not None and "Content-Encoding" not in r.headers:
                     body = await r.read()  # the length is the body's, and within the limit
                 else:  # unknown length, or decompressed: count while reading
                     body = await self._read(r)
                 return Fetched(body, validator(body, r.headers.get("ETag")))
-        raise CardUnreachable(f"card URL needed more than {self._guard.max_redirects} redirects")
+        raise CardUnreachable(f"card URL needed more than {self.guard.max_redirects} redirects")
 
     def _check_literal(self, host: str) -> None:
         """Refuse an IP-literal host the guard refuses (names are checked by the resolver);
@@ -277,19 +289,19 @@ class CardFetcher:
             except ValueError:
                 allowed = True  # a name: the resolver checks every address it gives
             else:
-                allowed = self._guard.allows(address)
+                allowed = self.guard.allows(address)
             if len(self._literals) >= 4096:
                 self._literals.clear()
             self._literals[host] = allowed
         if not allowed:
-            _check(self._guard, host, host)  # raises, saying why
+            _check(self.guard, host, host)  # raises, saying why
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         chunks: list[bytes] = []
         size = 0
         async for chunk in response.content.iter_chunked(64 * 1024):
             size += len(chunk)
-            if size > self._max_bytes:
-                raise CardTooLarge(f"card is larger than {self._max_bytes} bytes")
+            if size > self.max_bytes:
+                raise CardTooLarge(f"card is larger than {self.max_bytes} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
