@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from a2a.types import TaskState
 
 from node.card import parse_card
-from node.client import NodeClient, skill_message, status_text
+from node.client import NodeClient, skill_message, status_text, text_message
 from node.network.children import Child
 from node.registry.app import build_registry_app
 from node.registry.settings import RegistrySettings
@@ -295,6 +296,51 @@ async def test_a_task_failing_on_a_peer_shows_the_reason_and_the_node(
     for state in await rows.locator("[data-state]").all():
         await expect(state).to_have_attribute("data-state", "failed")
     await shot(page, tmp_path, "2-tasks")
+
+
+async def test_an_input_required_task_takes_the_reply_typed_in_the_page(
+    net: Net, page: Any, tmp_path: Path
+) -> None:
+    async with NodeClient.connect(net.urls["coordinator"], streaming=False) as client:
+        task = await client.send(skill_message("review", {"seconds": 0}))  # no text: it asks
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, status_text(task)
+    await page.goto(f"{net.urls['coordinator']}/ui/#/task/{task.id}")
+    state = page.locator("#task-state [data-state]")
+    await expect(state).to_have_attribute("data-state", "input required")
+    reply = page.locator("#reply")
+    await expect(reply.locator(".question")).to_contain_text("needs: text")
+    form = page.get_by_role("form", name="Reply with the missing arguments")
+    await expect(form.get_by_label("seconds")).to_have_count(0)  # only what is missing
+    await shot(page, tmp_path, "1-asked")
+
+    await form.get_by_role("button", name="Reply").click()  # empty: the browser refuses it
+    await expect(state).to_have_attribute("data-state", "input required")
+    await form.get_by_label("text").fill(TEXT)
+    await form.get_by_role("button", name="Reply").click()
+    await expect(state).to_have_attribute("data-state", "completed")
+    await expect(page.locator("#reply")).to_have_count(0)
+    await expect(page.locator('#artifacts .artifact[data-name="review"]')).to_contain_text("otters")
+    await shot(page, tmp_path, "2-completed")
+    async with NodeClient.connect(net.urls["coordinator"], streaming=False) as client:
+        done = await client.get(task.id)  # the same task, resumed, not a new one
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert done.context_id == task.context_id
+
+
+async def test_a_request_no_skill_fits_offers_the_candidates_as_buttons(
+    net: Net, page: Any, tmp_path: Path
+) -> None:
+    async with NodeClient.connect(net.urls["coordinator"], streaming=False) as client:
+        task = await client.send(text_message("zebra quokka"))  # words no skill is about
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, status_text(task)
+    await page.goto(f"{net.urls['coordinator']}/ui/#/task/{task.id}")
+    choices = page.locator("#reply .choices")
+    await expect(choices.get_by_role("button", name="Run review")).to_be_visible()
+    await shot(page, tmp_path, "1-choices")
+    await choices.get_by_role("button", name="Run review").click()  # review runs on the text
+    state = page.locator("#task-state [data-state]")
+    await expect(state).to_have_attribute("data-state", "completed")
+    await expect(page.locator('#artifacts .artifact[data-name="review"]')).to_contain_text("zebra")
 
 
 async def test_a_node_with_auth_takes_the_token_typed_in_the_page(

@@ -52,15 +52,25 @@ function field(formId, name, prop, required) {
 }
 
 export function skillForm(skill, schema, onSubmit) {
-  const formId = `form-${skill.id}`;
   const properties = schema?.properties || { text: { type: "string", description: "The request, in words.", maxLength: 10000 } };
-  const required = new Set(schema ? schema.required || [] : ["text"]);
+  return argumentsForm({
+    id: `form-${skill.id}`,
+    label: `Send a task to ${skill.id}`,
+    properties,
+    required: new Set(schema ? schema.required || [] : ["text"]),
+    button: `Send to ${skill.id}`,
+    onSubmit: (args) => onSubmit(skill, args, Boolean(schema)),
+  });
+}
+
+// A form of `properties` (a JSON Schema's); `onSubmit(args)` may throw: its message is shown.
+export function argumentsForm({ id, label, properties, required, button, onSubmit }) {
   const status = h("p", { class: "form-status", role: "status", "aria-live": "polite" });
   const form = h(
     "form",
-    { id: formId, class: "skill-form", "aria-label": `Send a task to ${skill.id}`, novalidate: false },
-    Object.entries(properties).map(([name, prop]) => field(formId, name, prop || {}, required.has(name))),
-    h("button", { type: "submit" }, `Send to ${skill.id}`),
+    { id, class: "skill-form", "aria-label": label, novalidate: false },
+    Object.entries(properties).map(([name, prop]) => field(id, name, prop || {}, required.has(name))),
+    h("button", { type: "submit" }, button),
     status,
   );
   form.addEventListener("submit", async (event) => {
@@ -76,7 +86,7 @@ export function skillForm(skill, schema, onSubmit) {
     status.classList.remove("error");
     status.textContent = "Sending…";
     try {
-      await onSubmit(skill, args, Boolean(schema));
+      await onSubmit(args);
       status.textContent = "";
     } catch (error) {
       status.textContent = error.message;

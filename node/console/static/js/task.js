@@ -2,6 +2,7 @@
 
 import { getJSON, stream } from "./api.js";
 import { FINAL_STATES, announce, errorBox, h, keepFocus, messageText, replace, stateBadge, time, tree } from "./dom.js";
+import { argumentsForm } from "./form.js";
 
 const CALLS_KEY = "a2a_node_calls";
 
@@ -112,6 +113,75 @@ function failureBox(task, config) {
   );
 }
 
+// The node's question of an input-required task: the data part with `pending` (direct planning:
+// `missing` and their `schema`, or `candidates` to choose from).
+function question(task) {
+  for (const part of task.status?.message?.parts || []) {
+    if (part.data && typeof part.data === "object" && part.data.pending) return part.data;
+  }
+  return null;
+}
+
+// A follow-up message on the same task; the task view follows its stream.
+function reply(config, task, parts) {
+  const message = { messageId: crypto.randomUUID(), role: "ROLE_USER", taskId: task.id, contextId: task.contextId, parts };
+  return sendAndFollow(config.rest, message);
+}
+
+function choiceList(config, task, candidates) {
+  const status = h("p", { class: "form-status", role: "status", "aria-live": "polite" });
+  const choose = async (skill) => {
+    status.classList.remove("error");
+    status.textContent = "Sending…";
+    try {
+      await reply(config, task, [{ text: skill }]);
+    } catch (error) {
+      status.textContent = error.message;
+      status.classList.add("error");
+    }
+  };
+  return [
+    h("ul", { class: "choices" }, candidates.map((c) => h("li", {},
+      h("button", { type: "button", onclick: () => choose(c.skill) }, `Run ${c.skill}`),
+      c.description ? ` ${c.description}` : null))),
+    status,
+  ];
+}
+
+// What the caller can answer an input-required task with: the missing arguments as a form, the
+// candidate skills as buttons, or else free text.
+function replyBox(task, config) {
+  if (task.status?.state !== "TASK_STATE_INPUT_REQUIRED") return null;
+  const data = question(task);
+  const missing = Array.isArray(data?.missing) ? data.missing : [];
+  let body;
+  if (missing.length && data.schema?.properties) {
+    body = argumentsForm({
+      id: "reply-form",
+      label: "Reply with the missing arguments",
+      properties: Object.fromEntries(missing.map((name) => [name, data.schema.properties[name] || {}])),
+      required: new Set(missing),
+      button: "Reply",
+      onSubmit: (args) => reply(config, task, [{ data: { arguments: args } }]),
+    });
+  } else if (Array.isArray(data?.candidates) && data.candidates.length) {
+    body = choiceList(config, task, data.candidates);
+  } else {
+    body = argumentsForm({
+      id: "reply-form",
+      label: "Reply",
+      properties: { reply: { type: "string", description: "Your answer, in words.", maxLength: 10000 } },
+      required: new Set(["reply"]),
+      button: "Reply",
+      onSubmit: (args) => reply(config, task, [{ text: args.reply }]),
+    });
+  }
+  return h("section", { "aria-labelledby": "reply-h", id: "reply" },
+    h("h2", { id: "reply-h" }, "The node asks"),
+    h("p", { class: "question" }, messageText(task.status.message)),
+    body);
+}
+
 function partView(part, index) {
   if (typeof part.text === "string") return h("pre", { class: "text" }, part.text);
   if (part.data !== undefined) return tree(part.data);
@@ -183,6 +253,7 @@ export function taskView(main, config, id) {
         task.status?.timestamp ? [" since ", time(task.status.timestamp)] : null),
       entry.error ? errorBox(entry.error) : null,
       failureBox(task, config),
+      replyBox(task, config),
       h("section", { "aria-labelledby": "progress-h" }, h("h2", { id: "progress-h" }, "Progress"),
         h("ol", { class: "updates", id: "updates" }, entry.updates.map((u) =>
           h("li", {}, u.state ? stateBadge(u.state) : null, " ", short(u.text), u.at ? [" ", time(u.at)] : null)))),
