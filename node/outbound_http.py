@@ -39,7 +39,7 @@ from aiohttp.client_proto import ResponseHandler
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 from httpx_aiohttp.transport import AiohttpResponseStream
 
-__all__ = ["LIMITS", "OutboundTransport", "outbound_client"]
+__all__ = ["LIMITS", "OutboundTransport", "as_httpx_response", "outbound_client"]
 
 # First match wins: most specific first. Each maps to what httpx raises for the same failure.
 ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
@@ -155,34 +155,20 @@ class OutboundTransport(AiohttpTransport):
         mapping read key by key and streams every body through three async iterators; a call
         answered with a few kB of JSON spent more CPU in those layers than on the wire.
         """
-        if not isinstance(self.client, aiohttp.ClientSession):
-            self.client = self.get_client()
-        timeout = request.extensions.get("timeout", {})
         data: bytes | httpx.AsyncByteStream | None
         try:
             data = request.content or None
         except httpx.RequestNotRead:
             data = request.stream  # type: ignore[assignment]
             request.headers.pop("transfer-encoding", None)  # aiohttp chunks it itself
-        proxy = self.proxy
         try:
-            response = await self.client.request(
+            response = await self._send(
                 request.method,
                 str(request.url),
-                headers=request.headers.multi_items(),
-                data=data,
-                allow_redirects=False,
-                auto_decompress=False,  # httpx decodes, as with its own transport
-                compress=False,
-                timeout=aiohttp.ClientTimeout(
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                    connect=timeout.get("pool"),
-                ),
-                server_hostname=request.extensions.get("sni_hostname"),
-                proxy=str(proxy.url) if proxy else None,
-                proxy_auth=aiohttp.BasicAuth(*proxy.auth) if proxy and proxy.auth else None,
-                proxy_headers=proxy.headers if proxy else None,
+                request.headers.multi_items(),
+                data,
+                request.extensions.get("timeout", {}),
+                request.extensions.get("sni_hostname"),
             )
             stream: httpx.AsyncByteStream
             length = response.content_length
@@ -193,16 +179,81 @@ class OutboundTransport(AiohttpTransport):
                 stream = _MappedStream(AiohttpResponseStream(response), request)
         except _FOREIGN as exc:
             raise httpx_error(exc, request) from exc
-        extensions = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode()
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.raw_headers,
-            stream=stream,
-            request=request,
-            extensions=extensions,
+        return _response(response, stream, request)
+
+    async def post_whole(
+        self, url: str, headers: list[tuple[str, str]], body: bytes, timeout_s: float
+    ) -> tuple[aiohttp.ClientResponse, bytes]:
+        """POST ``body`` with exactly these headers (httpx's, as :meth:`handle_async_request` sends
+        them) and read the whole answer: the same bytes on the wire, without httpx's request
+        and response objects (a peer's JSON-RPC hop, :mod:`node.peers.jsonrpc_direct`).
+
+        ``timeout_s`` is httpx's ``Timeout(timeout_s)``; aiohttp's errors become httpx's.
+        """
+        timeout = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
+        try:
+            response = await self._send("POST", url, headers, body, timeout, None)
+            try:
+                return response, await response.read()
+            finally:
+                response.release()
+        except _FOREIGN as exc:
+            request = httpx.Request("POST", url, headers=headers, content=body)
+            raise httpx_error(exc, request) from exc
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        data: Any,
+        timeout: dict[str, Any],
+        sni_hostname: str | None,
+    ) -> aiohttp.ClientResponse:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        proxy = self.proxy
+        return await self.client.request(
+            method,
+            url,
+            headers=headers,
+            data=data,
+            allow_redirects=False,
+            auto_decompress=False,  # httpx decodes, as with its own transport
+            compress=False,
+            timeout=aiohttp.ClientTimeout(
+                sock_connect=timeout.get("connect"),
+                sock_read=timeout.get("read"),
+                connect=timeout.get("pool"),
+            ),
+            server_hostname=sni_hostname,
+            proxy=str(proxy.url) if proxy else None,
+            proxy_auth=aiohttp.BasicAuth(*proxy.auth) if proxy and proxy.auth else None,
+            proxy_headers=proxy.headers if proxy else None,
         )
+
+
+def _response(
+    response: aiohttp.ClientResponse, stream: httpx.AsyncByteStream, request: httpx.Request
+) -> httpx.Response:
+    """The httpx response for aiohttp's ``response`` (its body in ``stream``)."""
+    extensions = {"http_version": b"HTTP/1.1"}
+    if response.reason:
+        extensions["reason_phrase"] = response.reason.encode()
+    return httpx.Response(
+        status_code=response.status,
+        headers=response.raw_headers,
+        stream=stream,
+        request=request,
+        extensions=extensions,
+    )
+
+
+def as_httpx_response(
+    response: aiohttp.ClientResponse, body: bytes, request: httpx.Request
+) -> httpx.Response:
+    """What :meth:`OutboundTransport.handle_async_request` returns for an answer read whole."""
+    return _response(response, httpx.ByteStream(body), request)
 
 
 class _NoJar(CookieJar):

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ from node.observability import tracing
 from node.observability.tracing import SpanKind
 from node.peers.breaker import CircuitBreaker
 from node.peers.grpc_channels import GrpcChannels
+from node.peers.jsonrpc_direct import DirectJsonRpc
 from node.peers.results import message_text, parts_result, task_result
 from node.peers.settings import PeersSettings
 from node.protocol import INTERRUPTED, TERMINAL
@@ -220,6 +222,7 @@ class PeerClient:
                 f"peer {peer_id}: {exc} (card offers: {offered or 'no interface'}; "
                 f"this node speaks {', '.join(BINDINGS)})"
             ) from exc
+        self._direct = DirectJsonRpc.of(self._client, http)  # the same bytes, fewer layers
 
     async def aclose(self) -> None:
         """Close the gRPC channels this client owns (shared ones belong to their owner)."""
@@ -276,9 +279,23 @@ class PeerClient:
         return ClientCallContext(timeout=timeout, service_parameters=headers)
 
     async def _retrying(self, op: Callable[[], Awaitable[T]], deadline: float) -> T:
+        """``op``, retried while transient: at most ``retries`` attempts, waits growing at random
+        (``wait_random_exponential``), no wait that would end past ``deadline``.
+
+        The first attempt runs on its own (most calls need no other): the retry loop is built
+        only after a transient failure, offset by that attempt, so its waits are the same.
+        """
+        initial, cap = self._backoff
+        try:
+            return await op()
+        except Exception as exc:
+            wait = random.uniform(0, min(initial, cap))  # tenacity's after a first attempt
+            if self.retries <= 1 or not is_transient(exc) or time.time() + wait >= deadline:
+                raise
+        await asyncio.sleep(wait)
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.retries) | stop_before_delay(deadline - time.time()),
-            wait=wait_random_exponential(multiplier=self._backoff[0], max=self._backoff[1]),
+            stop=stop_after_attempt(self.retries - 1) | stop_before_delay(deadline - time.time()),
+            wait=wait_random_exponential(multiplier=2 * initial, max=cap),  # one attempt on
             retry=retry_if_exception(is_transient),
             reraise=True,
         )
@@ -296,7 +313,13 @@ class PeerClient:
         async def send() -> Task | Message:
             if progress.task is not None:  # the peer holds the task: poll it, never send twice
                 return progress.task
-            events = self._client.send_message(request, context=self._context(deadline, headers))
+            context = self._context(deadline, headers)
+            if self._direct is not None and self._direct.usable:
+                answer = await self._direct.send_message(request, context)
+                if isinstance(answer, Task):
+                    progress.task = answer
+                return answer
+            events = self._client.send_message(request, context=context)
             async with contextlib.aclosing(cast(AsyncGenerator[StreamResponse, None], events)):
                 async for event in events:
                     if event.HasField("message"):
