@@ -18,10 +18,11 @@ the registry carries what searches use (:mod:`node.registry.search_sql` queries 
   words: free text matches when every word of the query begins a word of the agent (a GIN index
   over ``array_to_tsvector`` of them on PostgreSQL, an FTS5 ``unicode61`` table on SQLite).
   Partial names: a query of three characters or more also matches inside ``name_key``, through a
-  trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). The FTS5 tables, and the
-  narrow ``registry_keys`` (rowid, ``name_key``, id) that their matches are sorted from, hold a
-  row exactly while its ``name_key`` is set; the store writes them in the same statements as
-  the rows (set-based, never a trigger per row).
+  trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). On PostgreSQL these indexes are
+  on the narrow ``registry_search`` (:mod:`node.registry.search_table`), not on the wide rows.
+  The FTS5 tables, the narrow ``registry_keys`` (rowid, ``name_key``, id) that their matches are
+  sorted from, and ``registry_search`` hold a row exactly while its ``name_key`` is set; the
+  store writes them in the same statements as the rows (set-based, never a trigger per row).
 - ``rev``: a new random value at every write of the row; the card cache's key, so a cached card
   is never stale and needs no invalidation.
 
@@ -138,15 +139,7 @@ PG_WORDS = "array_to_tsvector(string_to_array(words, ' '))"
 """The words as a ``tsvector`` taken verbatim (no parser, no stemming); indexed as written."""
 PG_GIN_PENDING = "gin_pending_list_limit = 256"
 """kB of new entries a GIN index keeps unsorted (every search reads them all; 4 MB by default)."""
-PG_WORDS_INDEX = (
-    f"CREATE INDEX IF NOT EXISTS registry_agents_words ON registry_agents USING gin ({PG_WORDS})"
-    f" WITH ({PG_GIN_PENDING})"
-)
 PG_TRIGRAM_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
-PG_NAMES_INDEX = (
-    "CREATE INDEX IF NOT EXISTS registry_agents_names ON registry_agents "
-    f"USING gin (name_key gin_trgm_ops) WITH ({PG_GIN_PENDING})"
-)
 WORD = re.compile(r"\w+")
 MAX_WORD_CHARS = 100
 """Longer "words" (hashes, base64) are not indexed."""

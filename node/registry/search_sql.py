@@ -12,7 +12,11 @@ of :data:`WINDOW` rows in page order, checking each row's own words (:func:`page
 ``window``). If the page fills inside the window it is the answer; only a rarer text then asks
 the word and name indexes (``window=None``), sorting the matches by their keys alone and
 reading only the page's rows (:func:`_indexed_page`). Both checks mean the same thing, so the
-two plans give the same rows.
+two plans give the same rows. On PostgreSQL both plans of a text alone read the narrow
+``registry_search`` (:func:`_pg_text_page`), not the wide rows.
+
+A statement's values are bound parameters: one statement is built per shape of query (which
+filters, how many words) and kept, since building it cost more CPU than the database spent.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    Float,
+    Integer,
     Select,
+    Text,
     and_,
+    bindparam,
     cast,
     exists,
     false,
@@ -33,12 +41,14 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.util import ClauseAdapter
 
-from node.registry.schema import KEYS, PG_WORDS, SKILL, TAG, agents, query_words, terms
+from node.registry.schema import KEYS, SKILL, TAG, agents, query_words, terms
+from node.registry.search_table import SEARCH, WORDS
 
 Key = tuple[str, str]
 WINDOW = 2000
@@ -66,26 +76,118 @@ class Filter:
         return self.q is not None and self.skill is None and self.tag is None
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What decides a page statement's SQL (its values are parameters, see :func:`_values`)."""
+
+    skill: bool
+    tag: bool
+    q: bool
+    words: int  # words of q
+    name_part: bool  # q long enough to be looked for inside names
+    healthy: bool | None
+    after: bool
+    dialect: str
+    window: int | None
+
+
+_P = {
+    name: bindparam(name, type_=kind)
+    for name, kind in (
+        ("seen_after", Float()),
+        ("healthy_after", Float()),
+        ("after_key", Text()),
+        ("after_id", Text()),
+        ("limit", Integer()),
+        ("skill", Text()),
+        ("tag", Text()),
+        ("needle", Text()),
+        ("pattern", Text()),
+        ("tsquery", Text()),
+        ("fts_words", Text()),
+        ("fts_name", Text()),
+    )
+}
+_CACHE: dict[tuple[_Shape, int], tuple[list[Any], Select[Any]]] = {}
+_CACHED_WORDS = 8
+"""Statements of queries with more words are built each time (not kept)."""
+_CACHED_SHAPES = 512
+
+
 def page_statement(
     f: Filter, columns: list[Any], dialect: str, *, window: int | None = None
-) -> Select[Any]:
+) -> tuple[Select[Any], dict[str, Any]]:
     """``SELECT columns, page_key`` (the row's ``name_key``) of up to ``limit`` rows in page
-    order; ``columns`` are expressions over ``registry_agents``. With ``window``, only the next
-    ``window`` served rows after the cursor are considered (see the module's docstring)."""
-    a = agents.c
-    where: list[ColumnElement[bool]] = [a.last_seen >= f.seen_after]  # and the page's place
-    checked: list[ColumnElement[bool]] = []  # conditions on the row's health and text
+    order, and its parameters; ``columns`` are expressions over ``registry_agents`` (a list
+    the caller keeps: statements are built once per shape of query and kept, as building one
+    costs more CPU than running it). With ``window``, only the next ``window`` served rows
+    after the cursor are considered (see the module's docstring)."""
+    words = query_words(f.q) if f.q is not None else []
+    shape = _Shape(
+        skill=f.skill is not None,
+        tag=f.tag is not None,
+        q=f.q is not None,
+        words=len(words),
+        name_part=f.q is not None and len(f.q) >= MIN_NAME_PART,
+        healthy=f.healthy,
+        after=f.after is not None,
+        dialect=dialect,
+        window=window if f.windowed else None,
+    )
+    values = _values(f, words, shape)
+    key = (shape, id(columns))
+    if (hit := _CACHE.get(key)) is not None and hit[0] is columns:
+        return hit[1], values
+    statement = _statement(shape, columns)
+    if shape.words <= _CACHED_WORDS:
+        if len(_CACHE) >= _CACHED_SHAPES:  # stores come and go (tests): start over
+            _CACHE.clear()
+        _CACHE[key] = (columns, statement)
+    return statement, values
+
+
+def _values(f: Filter, words: list[str], shape: _Shape) -> dict[str, Any]:
+    out: dict[str, Any] = {"seen_after": f.seen_after, "limit": f.limit}
     if f.healthy is not None:
-        checked.append(
-            a.last_seen >= f.healthy_after if f.healthy else a.last_seen < f.healthy_after
-        )
+        out["healthy_after"] = f.healthy_after
+    if f.after is not None:
+        out["after_key"], out["after_id"] = f.after
+    if f.skill is not None:
+        out["skill"] = f.skill
+    if f.tag is not None:
+        out["tag"] = f.tag
+    for i, w in enumerate(words):
+        out[f"w{i}"], out[f"sw{i}"] = w, " " + w
     if f.q is not None:
-        checked.append(_row_matches(f.q, dialect))
-    if window is None and f.windowed:
-        return _indexed_page(f, columns, dialect, [*where, *checked])
+        needle = f.q.casefold()
+        out["needle"] = needle
+        if words:
+            out["tsquery"] = " & ".join(_lexeme(w) + ":*" for w in words)
+            out["fts_words"] = " AND ".join(_phrase(w) + "*" for w in words)
+        if shape.name_part:
+            escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            out["pattern"] = f"%{escaped}%"
+            out["fts_name"] = _phrase(needle)
+    return out
+
+
+def _statement(shape: _Shape, columns: list[Any]) -> Select[Any]:
+    a, p = agents.c, _P
+    where: list[ColumnElement[bool]] = [a.last_seen >= p["seen_after"]]  # and the page's place
+    checked: list[ColumnElement[bool]] = []  # conditions on the row's health and text
+    if shape.healthy is not None:
+        after = p["healthy_after"]
+        checked.append(a.last_seen >= after if shape.healthy else a.last_seen < after)
+    if shape.q:
+        checked.append(_row_matches(shape, a.words, a.name_key))
+    windowed = shape.q and not shape.skill and not shape.tag
+    if windowed and shape.dialect == "postgresql":
+        return _pg_text_page(shape, columns)
+    if shape.window is None and windowed:
+        return _indexed_page(shape, columns, [*where, *checked])
     driver = None
-    for kind, term in ((SKILL, f.skill), (TAG, f.tag)):
-        if term is None:
+    for kind, present, term in ((SKILL, shape.skill, p["skill"]), (TAG, shape.tag, p["tag"])):
+        if not present:
             continue
         if driver is None:
             driver = terms.alias("driver")
@@ -103,62 +205,40 @@ def page_statement(
     else:
         order = (a.name_key, a.id)
         where.append(a.name_key.is_not(None))
-    if f.after is not None:
-        where.append(tuple_(*order) > tuple_(*f.after))
+    if shape.after:
+        where.append(tuple_(*order) > tuple_(p["after_key"], p["after_id"]))
     if driver is None:
         statement = select(*columns, order[0].label("page_key"))
-    if driver is None and window is not None:
+    if driver is None and shape.window is not None:
         # the next rows in order, read from the covering index on SQLite; checked in the
         # order they come (the engines read an ordered subquery in order), stopping at a page
         ahead = (
             select(a.id, a.name_key, a.last_seen, a.words)
             .where(*where)
             .order_by(*order)
-            .limit(window)
+            .limit(shape.window)
             .subquery("ahead")
         )
         checks = [ClauseAdapter(ahead).traverse(w) for w in (*where, *checked)]
-        where = [a.id.in_(select(ahead.c.id).where(*checks).limit(f.limit))]
+        where = [a.id.in_(select(ahead.c.id).where(*checks).limit(p["limit"]))]
     else:
         where += checked
-    return statement.where(and_(*where)).order_by(*order).limit(f.limit)
+    return statement.where(and_(*where)).order_by(*order).limit(p["limit"])
 
 
 def _indexed_page(
-    f: Filter, columns: list[Any], dialect: str, checked: list[ColumnElement[bool]]
+    shape: _Shape, columns: list[Any], checked: list[ColumnElement[bool]]
 ) -> Select[Any]:
-    """A page of a text found by the word and name indexes (``checked``: the conditions on the
-    row, text and health). Only the matches' sort keys ``(name_key, id)`` are sorted; the
-    page's rows are read after, by key. A fence (``OFFSET 0``) keeps each engine from walking
-    the page order and filtering every row (PostgreSQL picks that when it misjudges how many
-    rows match: minutes for no match at 1M rows), and from reading every match's whole row
-    (a few thousand wide rows, most of them cold, for a part of a common name).
-
-    PostgreSQL checks every condition on the matches (it reads their heap tuples to recheck
-    the trigram match anyway) and joins the ``limit`` rows of the page. SQLite takes the keys
-    of the matches from the narrow ``registry_keys`` table (:mod:`node.registry.schema`), sorts
-    them, and reads rows in that order, checking each, until the page is full."""
-    a, k = agents.c, KEYS.c
-    if dialect == "postgresql":
-        where = [*checked, a.name_key.is_not(None), _indexed_matches(f.q or "", dialect)]
-        if f.after is not None:
-            where.append(tuple_(a.name_key, a.id) > tuple_(*f.after))
-        matched = select(a.id, a.name_key).where(*where).offset(0).subquery("matched")
-        page = (
-            select(*matched.c)
-            .order_by(matched.c.name_key, matched.c.id)
-            .limit(f.limit)
-            .subquery("page")
-        )
-        return (
-            select(*columns, page.c.name_key.label("page_key"))
-            .select_from(page.join(agents, a.id == page.c.id))
-            .order_by(page.c.name_key, page.c.id)
-        )
-    cursor = [tuple_(k.name_key, k.id) > tuple_(*f.after)] if f.after is not None else []
+    """SQLite: a page of a text found by the word and name indexes (``checked``: the conditions
+    on the row, text and health). Only the matches' sort keys are sorted, taken from the narrow
+    ``registry_keys`` table (:mod:`node.registry.schema`); then rows are read in that order,
+    each checked, until the page is full. A fence (``OFFSET 0``) keeps SQLite from reading
+    every match's whole row (a few thousand wide rows for a part of a common name)."""
+    a, k, p = agents.c, KEYS.c, _P
+    cursor = [tuple_(k.name_key, k.id) > tuple_(p["after_key"], p["after_id"])] * shape.after
     matched = (
         select(k.agent_rowid, k.name_key, k.id)
-        .where(k.agent_rowid.in_(_indexed_rowids(f.q or "")), *cursor)
+        .where(k.agent_rowid.in_(_indexed_rowids(shape)), *cursor)
         .order_by(k.name_key, k.id)
         .offset(0)  # not flattened: sorted alone first, then read in its order
         .subquery("matched")
@@ -170,7 +250,7 @@ def _indexed_page(
         row.c.name_key.is_not(None),
         *checks,
     )
-    first = select(matched.c.agent_rowid).where(found).limit(f.limit)
+    first = select(matched.c.agent_rowid).where(found).limit(p["limit"])
     return (
         select(*columns, a.name_key.label("page_key"))
         .where(literal_column("registry_agents.rowid").in_(first))
@@ -178,46 +258,93 @@ def _indexed_page(
     )
 
 
-def _row_matches(q: str, dialect: str) -> ColumnElement[bool]:
-    """The row's own words and name match ``q`` (checked row by row)."""
+def _pg_text_page(shape: _Shape, columns: list[Any]) -> Select[Any]:
+    """PostgreSQL: a page of a text alone, found in the narrow ``registry_search``
+    (:mod:`node.registry.search_table`): with a window, the next rows of it in page order,
+    each checked; without, the matches of the word index and of the trigram index (a
+    ``UNION``: an ``OR`` of the two would recheck both conditions on every match, building a
+    ``tsvector`` for each), sorted by their keys alone behind a fence (``OFFSET 0``, else the
+    planner may walk the page order filtering every row). The candidates are then taken in
+    order, each one's wide row looked up for its health (a scalar subquery: never turned into
+    a join over every match), until the page is full; only the page's rows are read whole."""
+    s, p = SEARCH.c, _P
+    key = (s.name_key, s.agent_id)
+    cursor = [tuple_(*key) > tuple_(p["after_key"], p["after_id"])] * shape.after
+    if shape.window is not None:
+        ahead = select(*s).where(*cursor).order_by(*key).limit(shape.window).subquery("ahead")
+        found = ahead
+        text_ok = [_row_matches(shape, ahead.c.words, ahead.c.name_key)]
+    else:
+        parts: list[Select[Any]] = []
+        if shape.words:
+            hit = literal_column(WORDS).bool_op("@@")(cast(p["tsquery"], TSQUERY))
+            parts.append(select(*key).where(hit, *cursor))
+        if shape.name_part:
+            parts.append(select(*key).where(s.name_key.like(p["pattern"], escape="\\"), *cursor))
+        if not parts:
+            parts.append(select(*key).where(false()))
+        matches = union(*parts).subquery("matches")
+        found = (
+            select(*matches.c)
+            .order_by(matches.c.name_key, matches.c.agent_id)
+            .offset(0)
+            .subquery("matched")
+        )
+        text_ok = []
+    row = agents.alias("candidate")
+    live = [row.c.last_seen >= p["seen_after"]]
+    if shape.healthy is not None:
+        after = p["healthy_after"]
+        live.append(row.c.last_seen >= after if shape.healthy else row.c.last_seen < after)
+    served = (
+        select(literal(True))
+        .where(row.c.id == found.c.agent_id, row.c.name_key.is_not(None), *live)
+        .scalar_subquery()
+    )
+    page = (
+        select(found.c.agent_id, found.c.name_key)
+        .where(*text_ok, served.is_not(None))
+        .order_by(found.c.name_key, found.c.agent_id)
+        .limit(p["limit"])
+        .subquery("page")
+    )
     a = agents.c
-    contains = func.strpos if dialect == "postgresql" else func.instr
-    spaced = literal(" ") + a.words
-    every = [contains(spaced, " " + w) > 0 for w in query_words(q)]
+    return (
+        select(*columns, page.c.name_key.label("page_key"))
+        .select_from(page.join(agents, a.id == page.c.agent_id))
+        .order_by(page.c.name_key, page.c.agent_id)
+    )
+
+
+def _row_matches(shape: _Shape, words: Any, key: Any) -> ColumnElement[bool]:
+    """The row's own ``words`` and name (``key``) match the query (checked row by row). A word
+    is first looked for anywhere in the words: most rows fail there, before the text is copied
+    with a space in front to check that the word begins one of them."""
+    contains = func.strpos if shape.dialect == "postgresql" else func.instr
+    spaced = literal(" ") + words
+    every = [
+        and_(
+            contains(words, bindparam(f"w{i}", type_=Text())) > 0,
+            contains(spaced, bindparam(f"sw{i}", type_=Text())) > 0,
+        )
+        for i in range(shape.words)
+    ]
     either: list[ColumnElement[bool]] = [and_(*every)] if every else []
-    if len(q) >= MIN_NAME_PART:
-        either.append(contains(a.name_key, q.casefold()) > 0)
+    if shape.name_part:
+        either.append(contains(key, _P["needle"]) > 0)
     return or_(*either) if either else false()
 
 
-def _indexed_matches(q: str, dialect: str) -> ColumnElement[bool]:
-    """The same as :func:`_row_matches`, through the word and name indexes."""
-    words, needle = query_words(q), q.casefold()
-    if dialect == "postgresql":
-        either: list[ColumnElement[bool]] = []
-        if words:
-            query = " & ".join(_lexeme(w) + ":*" for w in words)
-            either.append(literal_column(PG_WORDS).bool_op("@@")(cast(query, TSQUERY)))
-        if len(q) >= MIN_NAME_PART:
-            escaped = needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            either.append(agents.c.name_key.like(f"%{escaped}%", escape="\\"))
-        return or_(*either) if either else false()
-    return literal_column("registry_agents.rowid").in_(_indexed_rowids(q))
-
-
-def _indexed_rowids(q: str) -> Any:
-    """SQLite: the rowids the word and name FTS5 tables find for ``q`` (a ``UNION``)."""
-    words, needle = query_words(q), q.casefold()
-    parts, params = [], {}
-    if words:
-        parts.append("SELECT rowid FROM registry_words WHERE registry_words MATCH :words")
-        params["words"] = " AND ".join(_phrase(w) + "*" for w in words)
-    if len(q) >= MIN_NAME_PART:
-        parts.append("SELECT rowid FROM registry_names WHERE registry_names MATCH :name")
-        params["name"] = _phrase(needle)
+def _indexed_rowids(shape: _Shape) -> Any:
+    """SQLite: the rowids the word and name FTS5 tables find for the query (a ``UNION``)."""
+    parts = []
+    if shape.words:
+        parts.append("SELECT rowid FROM registry_words WHERE registry_words MATCH :fts_words")
+    if shape.name_part:
+        parts.append("SELECT rowid FROM registry_names WHERE registry_names MATCH :fts_name")
     if not parts:
         parts.append("SELECT NULL AS rowid WHERE 0")
-    return text(" UNION ".join(parts)).bindparams(**params).columns(literal_column("rowid"))
+    return text(" UNION ".join(parts)).columns(literal_column("rowid"))
 
 
 def _lexeme(word: str) -> str:

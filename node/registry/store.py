@@ -19,11 +19,12 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 from uuid import uuid4
 
@@ -54,7 +55,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, Text
 
 from node.errors import RegistryError
-from node.registry import safejson
+from node.registry import safejson, search_table
 from node.registry.records import AgentRecord, Skill
 from node.registry.schema import (
     ADDED_COLUMNS,
@@ -63,9 +64,7 @@ from node.registry.schema import (
     KEYS,
     PG_FILLFACTOR,
     PG_HOT_DDL,
-    PG_NAMES_INDEX,
     PG_TRIGRAM_EXTENSION,
-    PG_WORDS_INDEX,
     SQLITE_DDL,
     agents,
     metadata,
@@ -268,10 +267,11 @@ class AgentStore:
         async with _translated("search agents"), engine.connect() as conn:
             rows: Sequence[Any] = []
             if f.windowed:  # a common text fills its page within the next rows in order
-                windowed = page_statement(f, columns, dialect, window=WINDOW)
-                rows = (await conn.execute(windowed)).all()
+                rows = (
+                    await conn.execute(*page_statement(f, columns, dialect, window=WINDOW))
+                ).all()
             if len(rows) < f.limit:
-                rows = (await conn.execute(page_statement(f, columns, dialect))).all()
+                rows = (await conn.execute(*page_statement(f, columns, dialect))).all()
         out: list[tuple[Key, Stored | BadRow]] = []
         decoded = self._decoded
         for row in rows:
@@ -420,8 +420,8 @@ class AgentStore:
                 await conn.execute(insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF))
         else:
             await _hot_heartbeats(conn)
-            await conn.execute(text(PG_WORDS_INDEX))
             self.trigram = await _trigram_index(conn)
+            await search_table.build(conn, refill=fill_fts, trigram=self.trigram)
 
     async def index(self, record: AgentRecord) -> None:
         """Serve a row found servable (one not written by the registry, or set aside before)."""
@@ -572,13 +572,14 @@ class AgentStore:
 
     async def _delete(self, conn: AsyncConnection, where: ColumnElement[bool]) -> int:
         """Delete the rows ``where`` says (their terms by cascade, FTS entries first)."""
-        await self._unindex(conn, where)
+        await self._unindex(conn, where, deleting=True)
         return int((await conn.execute(delete(agents).where(where))).rowcount or 0)
 
     async def _reindex(self, conn: AsyncConnection, ids: list[str]) -> None:
-        """Add the served rows of ``ids`` to SQLite's FTS tables (PostgreSQL's indexes follow
-        the rows by themselves)."""
+        """Add the served rows of ``ids`` to SQLite's FTS tables (PostgreSQL: to
+        :mod:`~node.registry.search_table`)."""
         if self.dialect != "sqlite":
+            await search_table.add(conn, ids)
             return
         for start in range(0, len(ids), CHUNK):
             chunk = agents.c.id.in_(ids[start : start + CHUNK]) & agents.c.name_key.is_not(None)
@@ -589,10 +590,17 @@ class AgentStore:
             keys = insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF.where(chunk))
             await conn.execute(keys)
 
-    async def _unindex(self, conn: AsyncConnection, where: ColumnElement[bool]) -> None:
+    async def _unindex(
+        self, conn: AsyncConnection, where: ColumnElement[bool], *, deleting: bool = False
+    ) -> None:
         """Take the served rows ``where`` says out of SQLite's FTS tables (one statement each,
-        with the values they were indexed with, as external-content tables need)."""
-        if self.dialect != "sqlite" or self._bulk:  # in a bulk load the FTS tables come last
+        with the values they were indexed with, as external-content tables need); PostgreSQL:
+        out of :mod:`~node.registry.search_table`, unless ``deleting`` (the cascade does it)."""
+        if self._bulk:  # in a bulk load the FTS tables come last
+            return
+        if self.dialect != "sqlite":
+            if not deleting:
+                await search_table.remove(conn, where)
             return
         for name, col in FTS_TABLES.items():
             fts = table(name, column(name), column("rowid"), column(col))
@@ -639,7 +647,7 @@ async def _hot_heartbeats(conn: AsyncConnection) -> None:
 
 
 async def _trigram_index(conn: AsyncConnection) -> bool:
-    """Create ``pg_trgm`` and the names' trigram index; ``False`` (logged) when not allowed."""
+    """Create ``pg_trgm``; ``False`` (logged) when not allowed."""
     try:
         async with conn.begin_nested():
             await conn.execute(text(PG_TRIGRAM_EXTENSION))
@@ -651,7 +659,6 @@ async def _trigram_index(conn: AsyncConnection) -> bool:
             PG_TRIGRAM_EXTENSION,
         )
         return False
-    await conn.execute(text(PG_NAMES_INDEX))
     return True
 
 
@@ -689,7 +696,7 @@ def _to_row(record: AgentRecord) -> dict[str, Any]:
         "registered_at": record.registered_at,
         "last_seen": record.last_seen,
         "card_etag": record.card_etag,
-        "rev": uuid4().hex,
+        "rev": token_hex(16),  # as random as uuid4().hex, a tenth of its cost
         "name_key": name_key(record.name),
         "words": words(record),
     }
@@ -704,10 +711,12 @@ _INSERT_SQL = tuple(
 _dumps = partial(json.dumps, allow_nan=False)
 
 
-def _row_values(record: AgentRecord) -> tuple[Any, ...]:
-    """:func:`_to_row` in column order, its JSON columns encoded (for the driver itself)."""
+def _row_values(record: AgentRecord, card_text: str | None = None) -> tuple[Any, ...]:
+    """:func:`_to_row` in column order, its JSON columns encoded (for the driver itself);
+    ``card_text`` is the card's JSON text when the caller has it (the fetched body)."""
     row = _to_row(record)
-    row["skills"], row["card"] = _dumps(row["skills"]), _dumps(row["card"])
+    row["skills"] = _dumps(row["skills"])
+    row["card"] = _dumps(row["card"]) if card_text is None else card_text
     return tuple(row[c] for c in _COLUMNS)
 
 
@@ -721,14 +730,19 @@ class Rows:
     terms: list[tuple[str, ...]]
 
 
-def rows_of(records: Iterable[AgentRecord]) -> Rows:
+def rows_of(
+    records: Iterable[AgentRecord], card_texts: Mapping[str, str | None] | None = None
+) -> Rows:
     """The rows :meth:`AgentStore.save_many` writes for ``records`` (the last record of an id
-    or card URL wins), exactly what :meth:`AgentStore.save` writes for each."""
+    or card URL wins), exactly what :meth:`AgentStore.save` writes for each. ``card_texts``
+    may give, by agent id, JSON text that :func:`safejson.loads` reads as that record's card
+    (the body it was parsed from): it is stored as it is instead of encoding the card again."""
     chosen = list({r.card_url: r for r in {r.id: r for r in records}.values()}.values())
+    texts = card_texts or {}
     return Rows(
         ids=[r.id for r in chosen],
         urls=[r.card_url for r in chosen],
-        agents=[_row_values(r) for r in chosen],
+        agents=[_row_values(r, texts.get(r.id)) for r in chosen],
         terms=[tuple(t[c] for c in _TERM_COLUMNS) for r in chosen for t in term_rows(r)],
     )
 
@@ -738,7 +752,7 @@ def _deferred_indexes(dialect: str) -> list[str]:
     names = [index.name for index in INDEXES if index.name]
     if dialect == "sqlite":
         return [*names, "registry_agents_last_seen", "registry_agents_window"]
-    return [*names, "registry_agents_words", "registry_agents_names"]
+    return [*names, *search_table.OLD_INDEXES]
 
 
 class _Undecodable(Exception):
