@@ -3,9 +3,10 @@
 Run: ``.venv/bin/python bench/registry_fill.py`` (``--agents 10000`` for a quick run).
 
 1. Starts a card server in its own process(es): a minimal asyncio HTTP/1.1 server (keep-alive,
-   ``ETag`` / ``If-None-Match``) that serves ``registry_search.make_card(i)`` at
-   ``/agents/{i}/card.json`` for any ``i`` (rendered once, then from memory), so it is not the
-   bottleneck (one process answers ~70k requests/s under ``wrk`` here). Then the registry
+   pipelining: the answers to one read go out in one write, ``ETag`` / ``If-None-Match``) that
+   serves ``registry_search.make_card(i)`` at ``/agents/{i}/card.json`` for any ``i``. The
+   cards the run will ask for are rendered (whole 200 answers) before it listens, so before
+   anything is timed; its CPU per card is printed beside the registry's. Then the registry
    (``registry_search.start_registry``) in its own process on a temporary SQLite file.
 2. Normal API: ``wrk`` POSTs ``/v1/agents`` for unique card URLs (``wrk/register_cards.lua``)
    in rounds of ``--round`` seconds until ``--agents`` agents are registered; each one is
@@ -48,6 +49,7 @@ from registry_search import free_port, make_card, start_registry, wait_ready  # 
 from node.registry import RegistrySettings  # noqa: E402
 
 LUA = ROOT / "bench" / "wrk" / "register_cards.lua"
+IMPORT_FIRST, BREAKDOWN_FIRST = 10_000_000, 20_000_000  # card numbers of the import, breakdown
 _PATH = re.compile(rb"^GET /agents/(\d+)/card\.json ")
 
 
@@ -63,9 +65,12 @@ class _CardProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        answers = []
         while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
             head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
-            self.transport.write(self.answer(head))
+            answers.append(self.answer(head))
+        if answers:  # pipelined requests: their answers in one write
+            self.transport.write(b"".join(answers))
 
     def answer(self, head: bytes) -> bytes:
         match = _PATH.match(head)
@@ -73,21 +78,27 @@ class _CardProtocol(asyncio.Protocol):
             return b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
         i = int(match.group(1))
         if i not in self.cache:
-            body = json.dumps(make_card(i, self.base_url)).encode()
-            self.cache[i] = (b'"c%d"' % i, body)
+            self.cache[i] = _render(i, self.base_url)
         etag, body = self.cache[i]
         if b"\r\nif-none-match: " + etag in head.lower():
             return b"HTTP/1.1 304 Not Modified\r\netag: " + etag + b"\r\ncontent-length: 0\r\n\r\n"
-        return (
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\netag: %s\r\n"
-            b"content-length: %d\r\n\r\n%s" % (etag, len(body), body)
-        )
+        return body
 
 
-def _serve_cards(port: int) -> None:
+def _render(i: int, base_url: str) -> tuple[bytes, bytes]:
+    """Card ``i``'s ETag and its whole 200 answer."""
+    body = json.dumps(make_card(i, base_url)).encode()
+    etag = b'"c%d"' % i
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\netag: %s\r\n" % etag
+    return etag, head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _serve_cards(port: int, ranges: list[range]) -> None:
     async def main() -> None:
-        cache: dict[int, tuple[bytes, bytes]] = {}
         base_url = f"http://127.0.0.1:{port}"
+        # Rendered before it listens (so before anything is timed): an answer is then a dict
+        # lookup and bytes already made; cards outside ``ranges`` are rendered on first use.
+        cache = {i: _render(i, base_url) for r in ranges for i in r}
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
             lambda: _CardProtocol(base_url, cache), "127.0.0.1", port, reuse_port=True, backlog=1024
@@ -97,8 +108,10 @@ def _serve_cards(port: int) -> None:
     asyncio.run(main())
 
 
-def start_card_servers(port: int, processes: int) -> list[Process]:
-    servers = [Process(target=_serve_cards, args=(port,), daemon=True) for _ in range(processes)]
+def start_card_servers(port: int, processes: int, ranges: list[range]) -> list[Process]:
+    servers = [
+        Process(target=_serve_cards, args=(port, ranges), daemon=True) for _ in range(processes)
+    ]
     for server in servers:
         server.start()
     return servers
@@ -195,10 +208,10 @@ async def breakdown(cards_url: str, tmp: str, args: argparse.Namespace) -> None:
     from node.registry.cards import card_from_body
     from node.registry.fetcher import CardFetcher
     from node.registry.service import Registry
-    from node.registry.store import AgentStore
+    from node.registry.store import AgentStore, rows_of
     from node.tooling.guards.urls import UrlGuard
 
-    n, first = args.breakdown, 20_000_000
+    n, first = args.breakdown, BREAKDOWN_FIRST
     settings = settings_for(tmp, "breakdown")
     urls = [f"{cards_url}/agents/{first + i}/card.json" for i in range(n)]
     fetcher = CardFetcher(UrlGuard(allow_cidrs=list(settings.allow_cidrs)), settings)
@@ -249,16 +262,17 @@ async def breakdown(cards_url: str, tmp: str, args: argparse.Namespace) -> None:
     registry = Registry(settings, store, lambda: None)  # type: ignore[arg-type,return-value]
     now = time.time()
     start = time.process_time()
-    records = []
+    records, texts = [], {}
     for g in got:
         assert isinstance(g, Prepared)
         record = registry._record(g, now, now)
         assert registry.unservable(record, render=False) is None  # as registrations check
         records.append(record)
+        texts[record.id] = g.info.text
     costs["record + unservable check"] = time.process_time() - start
     start = time.process_time()
     for i in range(0, n, args.batch):
-        await store.save_many(records[i : i + args.batch])
+        await store.save_many(rows_of(records[i : i + args.batch], texts))  # as the service
     costs[f"store.save_many (batches of {args.batch})"] = time.process_time() - start
     await store.close()
     for stage, cpu in costs.items():
@@ -291,12 +305,21 @@ async def main() -> None:
 
     cards_port = free_port()
     cards_url = f"http://127.0.0.1:{cards_port}"
-    card_servers = start_card_servers(cards_port, args.card_processes)
+    ranges = [range(1)]  # what the runs below ask for, rendered up front (wrk may go past)
+    if args.breakdown:
+        ranges.append(range(BREAKDOWN_FIRST, BREAKDOWN_FIRST + args.breakdown))
+    else:
+        ranges.append(range(0 if args.skip_api else args.agents * 11 // 10))
+        ranges.append(range(IMPORT_FIRST, IMPORT_FIRST + args.agents * (not args.skip_import)))
+    card_servers = start_card_servers(cards_port, args.card_processes, ranges)
     CARD_PIDS.extend(s.pid for s in card_servers if s.pid is not None)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             await wait_ready(cards_url + "/agents/0/card.json")
-            print(f"card server: {args.card_processes} asyncio process(es); {uptime()}")
+            print(
+                f"card server: {args.card_processes} asyncio process(es), "
+                f"{sum(map(len, ranges))} cards rendered before any timing; {uptime()}"
+            )
             if args.breakdown:
                 await breakdown(cards_url, tmp, args)
                 return
@@ -312,7 +335,7 @@ async def main() -> None:
             if not args.skip_import:
                 settings = settings_for(tmp, "import")
                 path = Path(tmp) / "cards.txt"
-                first = 10_000_000  # other cards than the API fill's
+                first = IMPORT_FIRST  # other cards than the API fill's
                 path.write_text(
                     "".join(
                         f"{cards_url}/agents/{first + i}/card.json\n" for i in range(args.agents)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,6 +51,8 @@ class CardInfo:
     description: str
     skills: tuple[Skill, ...]
     card: dict[str, Any]
+    text: str | None = None
+    """The JSON text ``card`` was parsed from (a fetched body), stored as it is."""
 
 
 def check_card_url(url: object) -> str:
@@ -79,7 +81,9 @@ def card_from_body(body: bytes) -> CardInfo:
         document = safejson.loads(body)
     except safejson.UnsafeJson as exc:
         raise InvalidCard(f"card is not JSON the registry accepts: {exc}") from exc
-    return parse_card(document, checked=True)
+    info = parse_card(document, checked=True)
+    # safejson.loads read it as strict UTF-8 JSON, so the text reads back as the same card
+    return replace(info, text=body.decode("utf-8"))
 
 
 def parse_card(document: object, *, checked: bool = False) -> CardInfo:

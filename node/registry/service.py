@@ -57,7 +57,7 @@ from node.registry.known import KnownAgents
 from node.registry.records import RENDER_ERRORS, AgentRecord, iso, render_entry
 from node.registry.search_sql import Filter, Key
 from node.registry.settings import RegistrySettings
-from node.registry.store import AgentStore, BadRow, Stored
+from node.registry.store import AgentStore, BadRow, Stored, rows_of
 from node.tooling.guards.urls import UrlGuard
 
 log = logging.getLogger(__name__)
@@ -304,14 +304,19 @@ class Registry:
             now = self.clock()
             holders = await self._store.get({g.info.agent_id for g, _ in batch}, with_card=True)
             records: dict[str, AgentRecord] = {}
+            texts: dict[str, str | None] = {}  # the fetched bodies, stored as they came
             out: list[tuple[AgentRecord, bool] | RegistryError] = []
             for got, known in batch:
                 try:
-                    out.append(self._register_one(got, known, holders, records, now))
+                    one = self._register_one(got, known, holders, records, now)
                 except RegistryError as exc:
                     out.append(exc)
+                    continue
+                out.append(one)
+                if records.get(got.info.agent_id) is one[0]:  # stored, not a heartbeat
+                    texts[got.info.agent_id] = got.info.text
             self._known.drop(records)
-            await self._store.save_many(list(records.values()))
+            await self._store.save_many(rows_of(records.values(), texts))
         for result in out:
             if isinstance(result, tuple) and result[0].id in records:
                 log.info("registered agent %s from %s", result[0].id, result[0].card_url)
@@ -386,6 +391,7 @@ class Registry:
             ids = {g.info.agent_id for g in got if isinstance(g, Prepared)}
             holders = await self._store.get(ids)
             records: dict[str, AgentRecord] = {}
+            texts: dict[str, str | None] = {}  # the fetched bodies, stored as they came
             for url, g in zip(urls, got, strict=True):
                 if isinstance(g, Unchanged):
                     beaten = self._beat(self._fresh(known[url].record), now)
@@ -399,9 +405,10 @@ class Registry:
                     results[url] = Outcome(url, "error", error=exc)
                     continue
                 records[record.id] = record
+                texts[record.id] = g.info.text
                 results[url] = Outcome(url, "registered", record.id)
             self._known.drop(records)
-            await self._store.save_many(list(records.values()))
+            await self._store.save_many(rows_of(records.values(), texts))
         for url, indexes in where.items():
             for i in indexes:
                 outcomes[i] = replace(results[url], card_url=card_urls[i])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -314,3 +315,31 @@ async def test_imported_agents_follow_ttl_and_eviction(
     assert await _ids(client) == set()
     body = await _import(client, urls)  # registered anew, fetched whole (no stale validator)
     assert body["registered"] == 2 and await _ids(client) == {"agent-t1", "agent-t2"}
+
+
+async def test_a_card_is_stored_as_its_fetched_text_and_read_back_the_same(
+    make_client: MakeClient, settings: RegistrySettings, serve_app: Any
+) -> None:
+    cards = {
+        name: json.dumps(
+            {**_agent_card(f"Agent {name}"), "description": "crème brûlée — ünïcode ✓"},
+            indent=2,
+            ensure_ascii=False,
+        ).encode()
+        for name in ("api", "bulk")
+    }
+
+    async def serve(request: Request) -> Response:
+        return Response(cards[request.path_params["name"]], media_type="application/json")
+
+    base = await serve_app(lambda url: Starlette(routes=[Route("/{name}", serve)]))
+    async with make_client() as client:
+        response = await client.post("/v1/agents", json={"card_url": f"{base}/api"})
+        assert response.status_code == 201, response.text
+        assert (await _import(client, [f"{base}/bulk"]))["registered"] == 1
+        for name in cards:
+            got = (await client.get(f"/v1/agents/agent-{name}")).json()["card"]
+            assert got == json.loads(cards[name])
+    with sqlite3.connect(settings.db) as db:
+        stored = dict(db.execute("SELECT id, card FROM registry_agents"))
+    assert stored == {f"agent-{name}": body.decode() for name, body in cards.items()}
