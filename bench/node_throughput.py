@@ -266,7 +266,17 @@ def _exp_no_call_records(app: Any) -> None:
     node.executor.calls_of = lambda updater: None  # type: ignore[assignment]
 
 
+def _exp_json_format_parse(app: Any) -> None:
+    """The SDK's JSON-RPC dispatcher parses params with json_format.ParseDict again (A/B of
+    node.server.proto_json.parse_dict)."""
+    from a2a.server.routes import jsonrpc_dispatcher
+    from google.protobuf import json_format
+
+    jsonrpc_dispatcher.ParseDict = json_format.ParseDict  # type: ignore[attr-defined]
+
+
 EXPERIMENTS: dict[str, Callable[[Any], None]] = {
+    "json_format_parse": _exp_json_format_parse,
     "no_call_records": _exp_no_call_records,
     "gc_log": _exp_gc_log,
     "gc_freeze": _exp_gc_freeze,
@@ -557,7 +567,10 @@ def main() -> int:
         "--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="every server's loop"
     )
     parser.add_argument(
-        "--http", choices=("auto", "h11", "httptools"), default="auto", help="every server's parser"
+        "--http",
+        choices=("auto", "h11", "httptools", "httptools-uvicorn"),
+        default="auto",
+        help="every server's parser (httptools-uvicorn: uvicorn's own protocol, two writes)",
     )
     args = parser.parse_args()
     if args.serve:

@@ -1,4 +1,4 @@
-"""``node.server.proto_json.message_to_dict`` gives json_format's JSON exactly, or its error.
+"""``node.server.proto_json`` gives json_format's JSON and messages exactly, or its error.
 
 Every message type of ``a2a.proto`` (and the well-known types, and three proto2 types for the
 kinds ``a2a.proto`` lacks) is filled at random many times —
@@ -28,11 +28,11 @@ from google.protobuf import (
     wrappers_pb2,
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from node.server.proto_json import message_to_dict
+from node.server.proto_json import message_to_dict, parse_dict
 
 F = FieldDescriptor
 TEXT = ["", "a", "calculate", "ü ß 漢字 🙂", '"quoted"\\', "x" * 50, "\x00\x1f"]
@@ -207,3 +207,112 @@ def test_the_options_the_dispatcher_passes_and_any_other() -> None:
     for options in ({"preserving_proto_field_name": True}, {"use_integers_for_enums": True}):
         assert message_to_dict(task, **options) == MessageToDict(task, **options)
     assert json.dumps(message_to_dict(task)) == json.dumps(MessageToDict(task))
+
+
+# -- parse_dict: ParseDict's message, or its error ------------------------------------------------
+
+
+def _parsed(parse: Any, cls: type[Message], data: Any, **options: Any) -> str:
+    """The message's deterministic bytes (and which fields are set), or the error."""
+    try:
+        message = parse(data, cls(), **options)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    fields = [field.name for field, _ in message.ListFields()]
+    return f"{fields} {message.SerializePartialToString(deterministic=True)!r}"
+
+
+@pytest.mark.parametrize("cls", [*TYPES, *WELL_KNOWN], ids=lambda c: c.DESCRIPTOR.name)
+def test_random_messages_parse_as_json_format_does(cls: type[Message]) -> None:
+    rng = random.Random("parse " + cls.DESCRIPTOR.full_name)
+    for _ in range(150):
+        try:
+            data = MessageToDict(_fill(cls(), rng))
+        except Exception:  # a message JSON cannot hold (NaN in a Value): nothing to parse
+            continue
+        for options in ({}, {"ignore_unknown_fields": True}):
+            expected = _parsed(ParseDict, cls, data, **options)
+            assert _parsed(parse_dict, cls, data, **options) == expected, data
+
+
+SEND = {
+    "message": {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"data": {"skill": "calculate", "arguments": {"expression": "1+1"}}}],
+    }
+}
+ODD_SENDS: list[Any] = [
+    SEND,
+    {**SEND, "tenant": "t", "metadata": {"a": [1, 2.5, None, True, {"b": {}}], "c": []}},
+    {"message": {**SEND["message"], "unknownKey": 1}},  # ignored, or refused
+    {"message": {**SEND["message"], "message_id": "m-2"}},  # a field twice, both spellings
+    {"message": {**SEND["message"], "parts": [{"text": "a", "data": 1}]}},  # two oneof members
+    {"message": {**SEND["message"], "parts": [{"text": "a", "data": None}]}},
+    {"message": {**SEND["message"], "parts": [None]}},
+    {"message": {**SEND["message"], "parts": {"text": "a"}}},  # not a list
+    {"message": {**SEND["message"], "role": 1}},  # enum by number
+    {"message": {**SEND["message"], "role": "ROLE_NOPE"}},  # unknown enum name
+    {"message": {**SEND["message"], "messageId": 5}},
+    {"message": {**SEND["message"], "messageId": "\ud800x"}},  # unpaired surrogate
+    {"message": {**SEND["message"], "messageId": None}},
+    {"message": {**SEND["message"], "referenceTaskIds": ["a", "b"]}},
+    {"message": {**SEND["message"], "referenceTaskIds": ["a", 1]}},
+    {"message": {**SEND["message"], "extensions": "x"}},
+    {"message": {**SEND["message"], "parts": [{"raw": "aGk="}, {"url": "u", "mediaType": "t"}]}},
+    {"message": {**SEND["message"], "parts": [{"data": 10**400}]}},  # too big for a double
+    {"message": {**SEND["message"], "parts": [{"data": float("nan")}]}},
+    {"configuration": {"historyLength": 3, "returnImmediately": True}, **SEND},
+    {"configuration": {"historyLength": "3"}, **SEND},  # an integer as a string
+    {"configuration": {"historyLength": 2**40}, **SEND},  # out of int32's range
+    {"configuration": {"returnImmediately": "true"}, **SEND},
+    {"configuration": {"acceptedOutputModes": ["text/plain"]}, **SEND},
+    {"metadata": "not an object", **SEND},
+    {"metadata": None, **SEND},
+    {"message": [], "extra": 1},
+    [SEND],
+    "text",
+    None,
+]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    inner = data
+    for _ in range(levels):
+        inner["k"] = {}
+        inner = inner["k"]
+    return {**SEND, "metadata": data}
+
+
+@pytest.mark.parametrize("data", [*ODD_SENDS, _deep(40), _deep(49), _deep(50), _deep(120)])
+def test_odd_requests_parse_as_json_format_does(data: Any) -> None:
+    for options in ({}, {"ignore_unknown_fields": True}):
+        expected = _parsed(ParseDict, a2a_pb2.SendMessageRequest, data, **options)
+        assert _parsed(parse_dict, a2a_pb2.SendMessageRequest, data, **options) == expected
+
+
+def test_a_message_with_fields_already_is_merged_by_json_format() -> None:
+    ours, theirs = a2a_pb2.SendMessageRequest(tenant="x"), a2a_pb2.SendMessageRequest(tenant="x")
+    assert parse_dict(SEND, ours) == ParseDict(SEND, theirs)
+    assert ours.tenant == "x"
+    options = {"max_recursion_depth": 3}
+    assert _parsed(parse_dict, a2a_pb2.SendMessageRequest, SEND, **options) == _parsed(
+        ParseDict, a2a_pb2.SendMessageRequest, SEND, **options
+    )
+
+
+def test_plain_requests_are_filled_without_json_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    from node.server import proto_json
+
+    def refuse(*args: Any, **kwargs: Any) -> Message:
+        raise AssertionError("handed to json_format")
+
+    monkeypatch.setattr(proto_json, "_ORIGINAL_PARSE", refuse)
+    plain = [SEND, ODD_SENDS[1], ODD_SENDS[13], ODD_SENDS[19], ODD_SENDS[23], _deep(40)]
+    for data in plain:
+        assert parse_dict(data, a2a_pb2.SendMessageRequest()) == ParseDict(
+            data, a2a_pb2.SendMessageRequest()
+        )
+    with pytest.raises(AssertionError, match="json_format"):
+        parse_dict(ODD_SENDS[2], a2a_pb2.SendMessageRequest(), ignore_unknown_fields=True)

@@ -142,6 +142,7 @@ def test_with_telemetry_off_no_sdk_method_keeps_its_wrapper() -> None:
     probe = _probe("false")
     assert probe["report"]["validator"] == 1
     assert probe["report"]["encoder"] == 3, UPGRADE  # the three SDK modules that encode answers
+    assert probe["report"]["parser"] == 1, UPGRADE  # the JSON-RPC dispatcher parses params
     assert probe["report"]["queues"] == (4 if sys.version_info < (3, 13) else 0), UPGRADE
     # handlers, queues, task manager, dispatchers, transports: ~200 wrapped methods in 1.3.0
     assert probe["report"]["telemetry_unwrapped"] > 100, UPGRADE
