@@ -119,12 +119,15 @@ async def _run_origin(
         left.extend(r.index for r in origin.todo)
         return
     per_host = fetcher.slots.per_host
-    conns = min(per_host, CONNECTIONS_PER_ORIGIN, len(origin.todo))
-    window = max(1, per_host // conns)
-    await asyncio.gather(
-        *(_Connection(fetcher, origin, address, window, deliver, left).run() for _ in range(conns))
-    )
-    left.extend(r.index for r in origin.todo)  # a connection lost before taking them
+    while origin.todo:  # connections close when they find no free slot; then again
+        before = len(origin.todo)
+        conns = min(per_host, CONNECTIONS_PER_ORIGIN, before)
+        window = max(1, per_host // conns)
+        runs = [_Connection(fetcher, origin, address, window, deliver, left) for _ in range(conns)]
+        await asyncio.gather(*(c.run() for c in runs))
+        if len(origin.todo) >= before or not all(c.usable for c in runs):
+            break  # no progress (not connected), or the origin broke the pipeline
+    left.extend(r.index for r in origin.todo)  # for the per-URL path
     origin.todo.clear()
 
 
@@ -183,6 +186,8 @@ class _Connection(asyncio.Protocol):
                 await loop.create_connection(lambda: self, self.address, self.origin.port)
             while not self.closed and (self.origin.todo or self.inflight):
                 await self._send(loop)
+                if not self.inflight:
+                    break  # no free slot: an idle connection is not kept open
                 await self._wait(loop)
         except (OSError, TimeoutError):
             pass  # not connected: the per-URL path reports what went wrong
@@ -196,21 +201,17 @@ class _Connection(asyncio.Protocol):
 
     async def _send(self, loop: asyncio.AbstractEventLoop) -> None:
         """Take slots for as many queued requests as fit the window and write them at once
-        (waiting for a slot only when nothing is in flight)."""
+        (only free slots: a connection waits for one only before it connects)."""
         slots, todo = self.fetcher.slots, self.origin.todo
         batch: list[_Request] = []
         while todo and len(self.inflight) + len(batch) < self.window:
-            if (batch or self.inflight) and not slots.free(self.origin.key):
+            if self.spare is None and not slots.free(self.origin.key):
                 break
             request = todo.popleft()
             if self.spare is not None:
                 request.host, self.spare = self.spare, None
-            else:
-                try:
-                    request.host = await slots.acquire(self.origin.key, None)
-                except BaseException:
-                    todo.appendleft(request)
-                    raise
+            else:  # free: taken at once
+                request.host = await slots.acquire(self.origin.key, None)
             batch.append(request)
         if not batch or self.closed:
             for request in reversed(batch):

@@ -5,6 +5,7 @@ sends an oversize or endless body, a body without a length, a redirect, or never
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -33,6 +34,7 @@ class Server:
 
     max_bytes: int
     connections: int = 0
+    shared: list[int] = field(default_factory=lambda: [0, 0])  # open now, most at once
     requests: int = 0
     most_unanswered: int = 0  # requests read but not answered yet, on one connection
     base_url: str = ""
@@ -69,6 +71,8 @@ class Server:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.shared[0] += 1
+        self.shared[1] = max(self.shared[1], self.shared[0])
         buffer = b""
         try:
             while data := await reader.read(65536):
@@ -92,6 +96,7 @@ class Server:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self.shared[0] -= 1
             writer.close()
 
 
@@ -104,9 +109,9 @@ def _ok(body: bytes, etag: bytes) -> bytes:
 MAX_BYTES = 4000
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
-    state = Server(MAX_BYTES)
+@contextlib.asynccontextmanager
+async def _serving(shared: list[int] | None = None) -> AsyncIterator[Server]:
+    state = Server(MAX_BYTES) if shared is None else Server(MAX_BYTES, shared=shared)
     listener = await asyncio.start_server(state.handle, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     state.base_url = f"http://127.0.0.1:{port}"
@@ -116,6 +121,12 @@ async def server() -> AsyncIterator[Server]:
         for held in state.held:
             held.cancel()
         listener.close()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    async with _serving() as state:
+        yield state
 
 
 def _fetcher(guard: UrlGuard | None = None, **settings: object) -> CardFetcher:
@@ -212,3 +223,16 @@ async def test_hosts_the_guard_refuses_are_not_contacted(server: Server) -> None
     got = await _prepare(fetcher, [f"{server.base_url}/ok/r1", "http://localhost:1/ok/r2"])
     assert all(isinstance(g, UrlRefused) for g in got), got
     assert server.connections == 0
+
+
+async def test_connections_to_many_origins_stay_within_the_global_slots() -> None:
+    shared = [0, 0]  # connections open at once over the three servers
+    async with _serving(shared) as a, _serving(shared) as b, _serving(shared) as c:
+        servers = (a, b, c)
+        urls = [f"{s.base_url}/ok/g{i}" for i in range(20) for s in servers]
+        fetcher = _fetcher(fetch_concurrency=2, fetch_per_host=2)
+        got = await _prepare(fetcher, urls)
+        assert all(isinstance(g, Prepared) for g in got)
+        # 2 slots: 2 connections at once (3 while a closed one's close is still on its way)
+        assert shared[1] <= 3
+        assert all(s.most_unanswered <= 2 for s in servers)
