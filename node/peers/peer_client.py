@@ -8,10 +8,12 @@
    order); an interface whose ``protocolVersion`` is 0.3 gets the SDK's 0.3 compat transport.
    HTTP bindings use the node's ONE shared ``httpx.AsyncClient``, gRPC one shared channel per
    target (:class:`~node.peers.grpc_channels.GrpcChannels`). Streamed when the peer streams,
-   else a blocking send. A transient failure (connect error, timeout, HTTP 502/503/504, gRPC
-   UNAVAILABLE/DEADLINE_EXCEEDED) is retried with bounded exponential backoff, never past the
-   deadline; once the peer has named the task it is never re-sent, only polled. The send asks
-   for no history (``historyLength`` 0): the result is in the artifacts and the status.
+   else a blocking send; a blocking send to a JSON-RPC 1.0 interface puts the same bytes on the
+   wire through :class:`~node.peers.jsonrpc_direct.DirectJsonRpc` (fewer layers). A transient
+   failure (connect error, timeout, HTTP 502/503/504, gRPC UNAVAILABLE/DEADLINE_EXCEEDED) is
+   retried with bounded exponential backoff, never past the deadline; once the peer has named
+   the task it is never re-sent, only polled. The send asks for no history (``historyLength``
+   0): the result is in the artifacts and the status.
 3. A task that is not finished when the send returns is polled with ``GetTask`` (backoff) until
    it is terminal; at the deadline it is cancelled, best effort.
 4. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
