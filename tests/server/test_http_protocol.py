@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -17,7 +18,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from node.server.http_protocol import OneWriteCycle, OneWriteHttpToolsProtocol
+from node.server.http_protocol import UVICORN, OneWriteCycle, OneWriteHttpToolsProtocol
 from node.server.serve import http_protocol, make_server
 from tests.servers import free_socket
 
@@ -143,6 +144,11 @@ async def test_the_cycles_are_one_write_cycles() -> None:
     while protocol.server_state.tasks:
         await asyncio.sleep(0.001)
     protocol.connection_lost(None)
+
+
+def test_written_against_the_installed_uvicorn() -> None:
+    """OneWriteCycle.send copies uvicorn's: check it against another version before moving."""
+    assert uvicorn.__version__ == UVICORN
 
 
 def test_make_server_uses_it_for_httptools() -> None:
