@@ -220,19 +220,20 @@ def _plan(desc: Descriptor) -> dict[str, _Entry] | None:
     """Key -> entry for a regular message; None for a type json_format treats specially."""
     if desc in _plans:
         return _plans[desc]
-    plan: dict[str, _Entry] | None = None
     if (
-        desc.full_name not in json_format._WKTJSONMETHODS
-        and desc.file.name != "google/protobuf/wrappers.proto"
+        desc.full_name in json_format._WKTJSONMETHODS
+        or desc.file.name == "google/protobuf/wrappers.proto"
     ):
-        plan = {}
-        oneofs = {oneof.name for oneof in desc.oneofs}
-        for field in desc.fields:
-            entry = _field_entry(field)
-            if entry is None or field.name in oneofs or field.json_name in oneofs:
-                continue  # json_format's own rules (or its odd name clash) apply
-            plan[field.json_name] = plan[field.name] = entry
-    _plans[desc] = plan
+        _plans[desc] = None
+        return None
+    plan: dict[str, _Entry] = {}
+    _plans[desc] = plan  # before its fields: a type may hold itself
+    oneofs = {oneof.name for oneof in desc.oneofs}
+    for field in desc.fields:
+        entry = _field_entry(field)
+        if entry is None or field.name in oneofs or field.json_name in oneofs:
+            continue  # json_format's own rules (or its odd name clash) apply
+        plan[field.json_name] = plan[field.name] = entry
     return plan
 
 

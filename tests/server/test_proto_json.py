@@ -316,3 +316,13 @@ def test_plain_requests_are_filled_without_json_format(monkeypatch: pytest.Monke
         )
     with pytest.raises(AssertionError, match="json_format"):
         parse_dict(ODD_SENDS[2], a2a_pb2.SendMessageRequest(), ignore_unknown_fields=True)
+
+
+def test_a_type_that_holds_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    from node.server import proto_json
+
+    data = {"name": "a", "nestedType": [{"name": "b", "nestedType": [{"name": "c"}]}]}
+    expected = _parsed(ParseDict, descriptor_pb2.DescriptorProto, data)
+    assert "nested_type" in expected
+    monkeypatch.setattr(proto_json, "_ORIGINAL_PARSE", None)  # planned, not handed over
+    assert _parsed(parse_dict, descriptor_pb2.DescriptorProto, data) == expected
