@@ -568,9 +568,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--http",
-        choices=("auto", "h11", "httptools", "httptools-uvicorn"),
+        choices=("auto", "h11", "httptools"),
         default="auto",
-        help="every server's parser (httptools-uvicorn: uvicorn's own protocol, two writes)",
+        help="every server's parser",
     )
     args = parser.parse_args()
     if args.serve:

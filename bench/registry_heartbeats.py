@@ -121,22 +121,12 @@ async def sweep_cost(url: str) -> str:
         await conn.close()
 
 
-def start_registry(
-    settings: RegistrySettings, loop: str, http: str = "auto"
-) -> subprocess.Popen[bytes]:
+def start_registry(settings: RegistrySettings, loop: str) -> subprocess.Popen[bytes]:
     """``serve_registry`` in its own process, as ``a2a-node registry`` runs it
-    (``run_registry``: uvloop when installed) or on asyncio's loop (``loop="asyncio"``);
-    ``http="httptools-uvicorn"`` serves with uvicorn's own protocol instead of the node's."""
+    (``run_registry``: uvloop when installed) or on asyncio's loop (``loop="asyncio"``)."""
     run = "run_registry(s)" if loop == "uvloop" else "asyncio.run(serve_registry(s))"
-    choose = (
-        ""
-        if http == "auto"
-        else "import node.server.serve as serve\n"
-        f"_chosen = serve.http_protocol({http!r})\n"
-        "serve.http_protocol = lambda http='auto': _chosen\n"
-    )
     script = (
-        f"import asyncio, sys\n{choose}"
+        "import asyncio, sys\n"
         "from node.registry import RegistrySettings, serve_registry\n"
         "from node.registry.app import run_registry\n"
         f"s = RegistrySettings.model_validate_json(sys.argv[1])\n{run}\n"
@@ -331,12 +321,6 @@ async def main() -> None:
         help="the registries' event loop (uvloop: as a2a-node registry runs, when installed)",
     )
     parser.add_argument(
-        "--http",
-        choices=("auto", "httptools-uvicorn"),
-        default="auto",
-        help="the registries' HTTP protocol (auto: the node's one-write httptools protocol)",
-    )
-    parser.add_argument(
         "--sweep", action="store_true", help="then time the sweep's statement over every row"
     )
     parser.add_argument(
@@ -390,7 +374,7 @@ async def main() -> None:
                 settings = RegistrySettings(
                     port=free_port(), db=db, allow_cidrs=("127.0.0.0/8",), ttl_s=args.ttl, **extra
                 )  # default heartbeat settings (one flush per second)
-                registries.append(start_registry(settings, args.loop, args.http))
+                registries.append(start_registry(settings, args.loop))
                 urls.append(settings.base_url)
                 await wait_ready(settings.base_url + "/healthz")
             await wait_ready(cards_url + "/agents/0/card.json")

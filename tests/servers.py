@@ -22,8 +22,6 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from node.server.serve import http_protocol
-
 
 def free_socket() -> socket.socket:
     """A socket bound to an ephemeral loopback port, not listening (connections are refused)."""
@@ -47,7 +45,6 @@ async def running(app: ASGIApp, sock: socket.socket, *, lifespan: str = "on") ->
         access_log=False,
         ws="none",
         timeout_graceful_shutdown=2,
-        http=http_protocol(),  # what make_server serves with (one write per sized response)
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

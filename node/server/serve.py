@@ -1,17 +1,13 @@
 """Run an ASGI app with uvicorn from code: one path for the CLI, the launcher and the tests.
 
 The loop and the HTTP parser are uvicorn's ``"auto"`` choices: uvloop and httptools when they
-are installed (dependencies of the node), else asyncio and h11. With httptools the protocol is
-:class:`~node.server.http_protocol.OneWriteHttpToolsProtocol` (a sized response's head and body
-in one socket write); ``http="httptools-uvicorn"`` is uvicorn's own, for comparisons.
-:meth:`uvicorn.Server.run` makes the loop; a caller that runs ``server.serve()`` on its own loop
-(tests, the registry) keeps its loop and still gets httptools.
+are installed (dependencies of the node), else asyncio and h11. :meth:`uvicorn.Server.run` makes
+the loop; a caller that runs ``server.serve()`` on its own loop (tests, the registry) keeps its
+loop and still gets httptools.
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import socket
 from typing import Literal
 
@@ -19,18 +15,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 Loop = Literal["auto", "asyncio", "uvloop"]
-Http = Literal["auto", "h11", "httptools", "httptools-uvicorn"]
-
-
-def http_protocol(http: Http = "auto") -> type[asyncio.Protocol] | str:
-    """The ``http`` given to :class:`uvicorn.Config` for the choice ``http``."""
-    if http == "httptools-uvicorn":
-        return "httptools"
-    if http == "h11" or (http == "auto" and importlib.util.find_spec("httptools") is None):
-        return "h11"
-    from node.server.http_protocol import OneWriteHttpToolsProtocol
-
-    return OneWriteHttpToolsProtocol
+Http = Literal["auto", "h11", "httptools"]
 
 
 def make_server(
@@ -50,7 +35,7 @@ def make_server(
         access_log=False,
         lifespan="on",
         loop=loop,
-        http=http_protocol(http),
+        http=http,
     )
     return uvicorn.Server(config)
 

@@ -1,4 +1,4 @@
-"""What ``make_server(...).run()`` (``a2a-node serve``) serves on: uvloop, httptools, one write."""
+"""What ``make_server(...).run()`` (``a2a-node serve``) serves on: uvloop and httptools."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from node.server.http_protocol import OneWriteHttpToolsProtocol
 from node.server.serve import make_server
 from tests.servers import free_socket
 
@@ -30,8 +29,7 @@ def loop_app() -> Starlette:
 @pytest.mark.parametrize(
     ("loop", "http", "expected_loop", "protocol"),
     [
-        ("auto", "auto", "uvloop", OneWriteHttpToolsProtocol),
-        ("auto", "httptools-uvicorn", "uvloop", HttpToolsProtocol),
+        ("auto", "auto", "uvloop", HttpToolsProtocol),
         ("asyncio", "h11", "asyncio.unix_events", H11Protocol),
     ],
 )
