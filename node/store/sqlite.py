@@ -17,9 +17,7 @@ Durability: ``save()`` returns once its transaction is committed.
 Threads: reads (get, list) run directly on the event loop on their own connection; in WAL mode
 they never wait for the writer and are served from the page cache in microseconds. Writes go to
 one writer thread that owns the second connection (:class:`~node.store.sqlite_writer.SqliteWriter`)
-and commits everything queued since its previous commit as one multi-row upsert. A third thread
-copies the WAL into the database beside the writer
-(:class:`~node.store.checkpointer.WalCheckpointer`), so commits do not wait for checkpoints.
+and commits everything queued since its previous commit as one multi-row upsert.
 
 Why (measured on the 2-core target: blocking SendMessage through the SDK handler, wrk c=32,
 server pinned to one core, other processes competing): requests per server CPU-second were
@@ -62,7 +60,6 @@ from a2a.utils.task import ListTasksCursor
 
 from node.errors import ConfigError, StoreError
 from node.protocol import TERMINAL
-from node.store.checkpointer import WRITER_AUTOCHECKPOINT, WalCheckpointer
 from node.store.ids import check_id, check_owner
 from node.store.lifecycle import NodeTaskStore
 from node.store.recovery import DEFAULT_REASON, failed_task
@@ -119,7 +116,6 @@ class SqliteTaskStore(NodeTaskStore):
         self.lock_timeout = lock_timeout
         self._reader: sqlite3.Connection | None = None  # used on the event loop
         self._writer: SqliteWriter | None = None  # its own connection and thread
-        self._checkpointer: WalCheckpointer | None = None  # and another
         self._lock_fd: int | None = None
         t = table
         self._select = f"SELECT data FROM {t} WHERE owner = ? AND id = ?"
@@ -177,9 +173,7 @@ class SqliteTaskStore(NodeTaskStore):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conns[0].executescript(f"BEGIN IMMEDIATE; {self._schema(conns[0])} COMMIT;")
-            conns[0].execute(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT}")
             conns[1].execute("PRAGMA query_only=1")
-            checkpointer = WalCheckpointer(self.path)
         except (OSError, sqlite3.Error) as exc:
             for conn in conns:
                 conn.close()
@@ -187,8 +181,7 @@ class SqliteTaskStore(NodeTaskStore):
                 os.close(self._lock_fd)
                 self._lock_fd = None
             raise StoreError(f"cannot open task store {self.path}: {exc}") from exc
-        self._checkpointer = checkpointer
-        self._writer = SqliteWriter(conns[0], self._upsert_sql, self._refused, checkpointer.wake)
+        self._writer = SqliteWriter(conns[0], self._upsert_sql, self._refused)
         self._reader = conns[1]
         return self._reader, self._writer
 
@@ -241,9 +234,6 @@ class SqliteTaskStore(NodeTaskStore):
         writer, reader, self._writer, self._reader = self._writer, self._reader, None, None
         if writer is not None:
             writer.stop()
-        if self._checkpointer is not None:
-            self._checkpointer.stop()
-            self._checkpointer = None
         if reader is not None:
             reader.close()
         if self._lock_fd is not None:

@@ -72,11 +72,8 @@ class SqliteWriter:
         conn: sqlite3.Connection,
         upsert_sql: Callable[[int], str],
         refused: Callable[[Row], BaseException],
-        committed: Callable[[], None] | None = None,
     ) -> None:
-        """``committed()`` is called in the thread after each group of jobs has run."""
         self._conn = conn
-        self._committed = committed
         self._upsert_sql = upsert_sql
         self._refused = refused
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -124,8 +121,6 @@ class SqliteWriter:
                     break
                 batch.append(job)
             self._run(batch)
-            if self._committed is not None:
-                self._committed()
             by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
             for job in batch:
                 by_loop.setdefault(job.loop, []).append(job)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 from a2a.types import ListTasksRequest, Task, TaskState, TaskStatus
 
 from node.errors import ConfigError, StoreError
-from node.store.checkpointer import WRITER_AUTOCHECKPOINT
 from node.store.sqlite import SqliteTaskStore
 from tests.store.conftest import caller
 
@@ -124,32 +121,3 @@ async def test_saves_queued_together_commit_in_order(tmp_path: Path) -> None:
     assert await store.get("same", ANON) == versions[2]
     assert await store.get("other", ANON) is None
     await store.close()
-
-
-async def test_the_wal_is_copied_into_the_database_beside_the_writer(tmp_path: Path) -> None:
-    """Commits do not checkpoint (the writer's bound is high); the checkpoint thread copies the
-    WAL into the database file soon after, so the file alone holds every committed task."""
-    store = SqliteTaskStore(tmp_path / "tasks.db")
-    await store.initialize()
-    assert store._writer is not None
-    bound = await store._writer.call(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone())
-    assert bound == (WRITER_AUTOCHECKPOINT,)
-    await asyncio.gather(*(store.save(Task(id=f"t{i}", context_id="c"), ANON) for i in range(50)))
-    await store.save(Task(id="last", context_id="c"), ANON)
-
-    def rows_in_the_file_alone() -> int:
-        copy = tmp_path / "copy.db"  # the database file without its WAL
-        copy.write_bytes((tmp_path / "tasks.db").read_bytes())
-        with contextlib.closing(sqlite3.connect(copy)) as conn:
-            try:
-                return int(conn.execute("SELECT count(*) FROM tasks").fetchone()[0])
-            except sqlite3.OperationalError:  # the table itself not copied yet
-                return 0
-
-    deadline = time.monotonic() + 10.0
-    while (found := rows_in_the_file_alone()) < 51 and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert found == 51
-    assert store._checkpointer is not None and store._checkpointer.runs >= 1
-    await store.close()
-    assert store._checkpointer is None
