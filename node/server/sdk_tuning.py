@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import version
 from typing import Any, cast
 
@@ -305,23 +305,22 @@ def use_fast_encoder() -> int:
     """Give :data:`ENCODING_MODULES` :func:`message_to_dict`; how many modules took it."""
     from node.server.proto_json import message_to_dict
 
-    replaced = 0
-    for name in ENCODING_MODULES:
-        module = importlib.import_module(name)
-        if getattr(module, "MessageToDict", None) is json_format.MessageToDict:
-            cast(Any, module).MessageToDict = message_to_dict
-            replaced += 1
-    return replaced
+    return _replace(ENCODING_MODULES, "MessageToDict", json_format.MessageToDict, message_to_dict)
 
 
 def use_fast_parser() -> int:
     """Give :data:`PARSING_MODULES` :func:`parse_dict`; how many modules took it."""
     from node.server.proto_json import parse_dict
 
+    return _replace(PARSING_MODULES, "ParseDict", json_format.ParseDict, parse_dict)
+
+
+def _replace(modules: Iterable[str], name: str, original: object, fast: object) -> int:
+    """Set ``module.<name>`` to ``fast`` where it is still ``original``; how many were."""
     replaced = 0
-    for name in PARSING_MODULES:
-        module = importlib.import_module(name)
-        if getattr(module, "ParseDict", None) is json_format.ParseDict:
-            cast(Any, module).ParseDict = parse_dict
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        if getattr(module, name, None) is original:
+            setattr(module, name, fast)
             replaced += 1
     return replaced
