@@ -52,14 +52,10 @@ def coordinator(registry_url: str, *, lean: bool) -> Any:
     )
 
 
-@pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
-async def test_a_peer_registered_after_the_last_poll_is_found_on_first_use(
-    serve: Any,
-    http: httpx.AsyncClient,
-    start_peer: PeerFactory,
-    tmp_path: Path,
-    lean: bool,
-) -> None:
+async def start_coordinator(
+    serve: Any, tmp_path: Path, *, lean: bool
+) -> tuple[str, str, PeerDirectory]:
+    """A registry and the coordinator after its first poll (nobody there): URLs, its peers."""
     registry_url = await serve(lambda _: registry_app(str(tmp_path / "r.db")))
     apps: list[Any] = []
 
@@ -70,7 +66,19 @@ async def test_a_peer_registered_after_the_last_poll_is_found_on_first_use(
 
     url = await serve(node)
     peers: PeerDirectory = apps[0].state.node.runtime.peers
-    await eventually(lambda: peers.refreshes >= 1)  # its first poll: nobody there
+    await eventually(lambda: peers.refreshes >= 1)
+    return registry_url, url, peers
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
+async def test_a_peer_registered_after_the_last_poll_is_found_on_first_use(
+    serve: Any,
+    http: httpx.AsyncClient,
+    start_peer: PeerFactory,
+    tmp_path: Path,
+    lean: bool,
+) -> None:
+    registry_url, url, peers = await start_coordinator(serve, tmp_path, lean=lean)
     assert "b__add" not in peers.toolset
     b = await start_peer()
     await register(http, registry_url, b.url)  # after that poll; the next is an hour away
@@ -87,17 +95,7 @@ async def test_a_peer_registered_after_the_last_poll_is_found_on_first_use(
 async def test_a_peer_that_stays_missing_fails_the_step_after_one_refresh(
     serve: Any, http: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    registry_url = await serve(lambda _: registry_app(str(tmp_path / "r.db")))
-    apps: list[Any] = []
-
-    def node(url: str) -> Any:
-        apps.append(build_node_app(coordinator(registry_url, lean=True), public_url=url,
-                                   data_dir=tmp_path / "coord", store="memory"))  # fmt: skip
-        return apps[-1]
-
-    url = await serve(node)
-    peers: PeerDirectory = apps[0].state.node.runtime.peers
-    await eventually(lambda: peers.refreshes >= 1)
+    _, url, peers = await start_coordinator(serve, tmp_path, lean=True)
     async with NodeClient.connect(url, streaming=False, http=http) as client:
         tasks = await asyncio.gather(
             *(client.call("add_remote", {"a": 1, "b": 2}) for _ in range(5))
