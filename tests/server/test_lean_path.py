@@ -64,6 +64,16 @@ def admin_sum(a: int, b: int) -> int:
     return a + b
 
 
+@tool(read_only=True, inline=True, max_output=10)
+def long_word(n: int) -> str:
+    """A word longer than its tool's output bound (the rest goes to a task artifact).
+
+    Args:
+        n: How many letters.
+    """
+    return "a" * n
+
+
 @pytest.fixture(autouse=True)
 def count_lean_sends(monkeypatch: pytest.MonkeyPatch) -> None:
     LEAN.clear()
@@ -104,7 +114,7 @@ class Twin:
             public_url=url,
             data_dir=self.root / str(lean),
             store="sqlite",
-            tools=[*TEST_TOOLS, admin_sum],
+            tools=[*TEST_TOOLS, admin_sum, long_word],
         )
 
 
@@ -223,6 +233,7 @@ CASES: list[tuple[str, Message, dict[str, Any], bool]] = [
     ("free text", text_message("what is two plus two?"), {}, False),
     ("empty text part", text_message("", skill="calculate"), {}, False),
     ("text to a skill", text_message("1+2", skill="calculate"), {}, True),
+    ("output over its bound", skill_message("long_word", {"n": 25}), {}, True),
     ("capability missing", skill_message("admin_sum", {"a": 1, "b": 2}), {}, False),
     ("thread tool", skill_message("text_stats", {"text": "a b c"}), {}, False),
     ("async tool", skill_message("slow", {"seconds": 0}), {}, False),
