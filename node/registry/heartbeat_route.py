@@ -57,6 +57,8 @@ class HeartbeatRoute:
         self.registry = registry
         self.gate = Gate(app, settings)
         self.metrics = metrics
+        self.ttl_s = registry.settings.ttl_s
+        self.evict_after = registry.settings.evict_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "PUT":
@@ -82,13 +84,22 @@ class HeartbeatRoute:
         await send({"type": "http.response.body", "body": body})
 
     async def beat(self, agent_id: str) -> bytes:
-        """Record the heartbeat; the entry's JSON (as ``render_entry`` writes it, no card)."""
+        """Record the heartbeat; the entry's JSON (as ``render_entry`` writes it, no card).
+
+        A remembered agent (:meth:`HeartbeatBatch.hit`) is answered from its kept entry with
+        no record made; any other goes through :meth:`Registry.heartbeat`."""
         registry = self.registry
-        record = await registry.heartbeat(agent_id)
+        ttl = self.ttl_s
+        now = registry.clock()
+        entry = registry.beats.hit(agent_id, now, self.evict_after)
+        if entry is not None:
+            record, last_seen, head = entry.record, now, entry.head
+        else:
+            record = await registry.heartbeat(agent_id)
+            last_seen, head = record.last_seen, registry.known.head(agent_id)
         if self.metrics is not None:
             self.metrics.heartbeat()
         try:
-            head = registry.known.head(agent_id)
             if head is None:
                 head = _head(record)
                 registry.known.keep_head(agent_id, head)
@@ -96,13 +107,14 @@ class HeartbeatRoute:
             return b"".join(
                 (
                     fixed,
-                    b"true," if registry.is_healthy(record) else b"false,",
+                    # healthy and expiry as Registry.is_healthy and expires_at judge them
+                    b"true," if registry.clock() - last_seen <= ttl else b"false,",
                     b'"registered_at":"',
                     registered,
                     b'","last_heartbeat":"',
-                    iso_bytes(record.last_seen),
+                    iso_bytes(last_seen),
                     b'","expires_at":"',
-                    iso_bytes(registry.expires_at(record)),
+                    iso_bytes(last_seen + ttl),
                     b'"}',
                 )
             )

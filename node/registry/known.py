@@ -27,7 +27,9 @@ bench/RESULTS.md), so ~270 MB when full."""
 
 
 @dataclass(slots=True)
-class _Known:
+class Known:
+    """One remembered entry: what a heartbeat's answer is made of."""
+
     rev: str
     record: AgentRecord  # as read: its last_seen is the read's, the newest is ``last_seen``
     last_seen: float
@@ -50,7 +52,7 @@ class KnownAgents:
         if size < 0:
             raise ValueError("size must be >= 0")
         self.size = size
-        self._entries: OrderedDict[str, _Known] = OrderedDict()
+        self._entries: OrderedDict[str, Known] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -75,12 +77,20 @@ class KnownAgents:
             record.card_etag,
         )
 
+    def entry(self, agent_id: str) -> Known | None:
+        """The remembered entry itself (now the most recently used), or ``None``: the
+        heartbeat route's hit path reads and updates it without making a record."""
+        found = self._entries.get(agent_id)
+        if found is not None:
+            self._entries.move_to_end(agent_id)
+        return found
+
     def put(self, agent_id: str, rev: str, record: AgentRecord) -> None:
         """Remember ``record`` (its card is left out) as read at revision ``rev``."""
         if self.size == 0:
             return
         kept = replace(record, card={}) if record.card else record
-        self._entries[agent_id] = _Known(rev, kept, record.last_seen)
+        self._entries[agent_id] = Known(rev, kept, record.last_seen)
         self._entries.move_to_end(agent_id)
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)

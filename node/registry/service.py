@@ -187,6 +187,11 @@ class Registry:
         return self._known
 
     @property
+    def beats(self) -> HeartbeatBatch:
+        """The heartbeats queued for the next flush (:mod:`node.registry.heartbeat_route`)."""
+        return self._beats
+
+    @property
     def write_transactions(self) -> int:
         """Write transactions this replica has made on its store (tests and benches)."""
         return self._store.write_transactions
