@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from uuid import uuid4
 
 import httpx
+import uvicorn
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore
@@ -46,13 +47,14 @@ from node.registry.errors import (
 )
 from node.registry.federation import Federation
 from node.registry.gate import Gate
-from node.registry.heartbeat_route import HeartbeatRoute
+from node.registry.heartbeat_protocol import heartbeat_protocol
+from node.registry.heartbeat_route import HeartbeatAnswers, HeartbeatRoute
 from node.registry.service import Clock, Registry
 from node.registry.settings import RegistrySettings
 from node.registry.store import AgentStore
 from node.server.grpc_binding import GrpcBinding
 from node.server.http_guards import BodyGuard
-from node.server.serve import serve_app
+from node.server.serve import make_server
 from node.server.v0_3 import v0_3_rest_routes
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,7 @@ def build_registry_app(
             runtime = None
 
     v0_3 = settings.a2a_v0_3  # A2A 0.3 beside 1.0 (node.server.v0_3)
+    answers = HeartbeatAnswers(registry, settings, metrics)
     app = Starlette(
         routes=[
             *api_routes(registry, federation, metrics),
@@ -165,7 +168,7 @@ def build_registry_app(
         ],
         middleware=[
             # PUT /v1/agents/{id}/heartbeat, the hot path, answered before the rest (same gate)
-            Middleware(HeartbeatRoute, registry=registry, settings=settings, metrics=metrics),
+            Middleware(HeartbeatRoute, answers=answers),
             Middleware(Gate, settings=settings),
             Middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes),
             # The node's edge guard for the A2A bindings: bad JSON, invalid UTF-8, deep nesting
@@ -182,6 +185,7 @@ def build_registry_app(
     app.router.redirect_slashes = False  # /v1/agents/ is a 404, not a 307 to /v1/agents
     app.state.registry = registry
     app.state.federation = federation
+    app.state.heartbeats = answers  # for the serving protocol (registry_server)
     return app
 
 
@@ -221,7 +225,19 @@ async def serve_registry(
 ) -> None:
     """Run the registry with uvicorn until it is told to stop (Ctrl-C or SIGTERM)."""
     app = build_registry_app(settings, clock=clock)
-    await serve_app(app, settings.host, settings.port, log_level=log_level, sock=sock)
+    server = registry_server(app, settings.host, settings.port, log_level=log_level)
+    await server.serve(sockets=[sock] if sock else None)
+
+
+def registry_server(
+    app: Starlette, host: str, port: int, *, log_level: str = "warning"
+) -> uvicorn.Server:
+    """uvicorn serving ``app`` (made by :func:`build_registry_app`) as :func:`serve_app` serves
+    a node, with :class:`HeartbeatProtocol` (:mod:`node.registry.heartbeat_protocol`) as its HTTP
+    protocol: heartbeats of remembered agents answered without an ASGI call."""
+    server = make_server(app, host, port, log_level=log_level)
+    server.config.http = heartbeat_protocol(app.state.heartbeats)
+    return server
 
 
 def run_registry(settings: RegistrySettings) -> None:

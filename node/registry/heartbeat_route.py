@@ -30,7 +30,7 @@ from node.registry.settings import RegistrySettings
 
 PREFIX = "/v1/agents/"
 SUFFIX = "/heartbeat"
-_HEADERS = b"content-type", b"application/json"
+HEADERS = b"content-type", b"application/json"
 _HEALTHY = b'"healthy":'
 
 
@@ -43,22 +43,81 @@ def heartbeat_id(path: str) -> str | None:
     return segment if segment and "/" not in segment else None
 
 
-class HeartbeatRoute:
-    """Answer ``PUT /v1/agents/{id}/heartbeat``; everything else goes to ``app``."""
+async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
+    raise RuntimeError("not called")  # pragma: no cover
+
+
+class HeartbeatAnswers:
+    """The heartbeat's answer (the entry's JSON as ``render_entry`` writes it, no card), shared
+    by :class:`HeartbeatRoute` and the protocol of :mod:`node.registry.heartbeat_protocol`."""
 
     def __init__(
-        self,
-        app: ASGIApp,
-        registry: Registry,
-        settings: RegistrySettings,
-        metrics: RegistryMetrics | None = None,
+        self, registry: Registry, settings: RegistrySettings, metrics: RegistryMetrics | None
     ) -> None:
-        self.app = app
         self.registry = registry
-        self.gate = Gate(app, settings)
+        self.gate = Gate(_no_app, settings)  # for its check only
         self.metrics = metrics
         self.ttl_s = registry.settings.ttl_s
         self.evict_after = registry.settings.evict_after
+
+    def hit(self, agent_id: str) -> bytes | None:
+        """The answer for a remembered agent whose answer's fixed part is kept, the heartbeat
+        queued (:meth:`HeartbeatBatch.hit`: no record made, nothing awaited); ``None``, with
+        nothing done, for any other: :meth:`beat` answers it."""
+        registry = self.registry
+        found = registry.known.peek(agent_id)
+        if found is None or found.head is None:
+            return None
+        now = registry.clock()
+        entry = registry.beats.hit(agent_id, now, self.evict_after)
+        if entry is None or entry.head is None:
+            return None
+        if self.metrics is not None:
+            self.metrics.heartbeat()
+        return self._render(entry.head, now)
+
+    async def beat(self, agent_id: str) -> bytes:
+        """Record the heartbeat through :meth:`Registry.heartbeat` (it reads the row when this
+        replica does not remember the agent, or judged it evicted); its answer."""
+        registry = self.registry
+        record = await registry.heartbeat(agent_id)
+        if self.metrics is not None:
+            self.metrics.heartbeat()
+        try:
+            head = registry.known.head(agent_id)
+            if head is None:
+                head = _head(record)
+                registry.known.keep_head(agent_id, head)
+            return self._render(head, record.last_seen)
+        except RENDER_ERRORS as exc:
+            await registry.set_aside(record.id, f"cannot be rendered ({type(exc).__name__})")
+            raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered") from exc
+
+    def _render(self, head: tuple[bytes, bytes], last_seen: float) -> bytes:
+        fixed, registered = head
+        ttl = self.ttl_s
+        return b"".join(
+            (
+                fixed,
+                # healthy and expiry as Registry.is_healthy and expires_at judge them
+                b"true," if self.registry.clock() - last_seen <= ttl else b"false,",
+                b'"registered_at":"',
+                registered,
+                b'","last_heartbeat":"',
+                iso_bytes(last_seen),
+                b'","expires_at":"',
+                iso_bytes(last_seen + ttl),
+                b'"}',
+            )
+        )
+
+
+class HeartbeatRoute:
+    """Answer ``PUT /v1/agents/{id}/heartbeat``; everything else goes to ``app``."""
+
+    def __init__(self, app: ASGIApp, answers: HeartbeatAnswers) -> None:
+        self.app = app
+        self.answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "PUT":
@@ -73,54 +132,17 @@ class HeartbeatRoute:
         await self.app(scope, receive, send)
 
     async def _answer(self, agent_id: str, scope: Scope, receive: Receive, send: Send) -> None:
+        answers = self.answers
         try:
-            self.gate.check(scope, Headers(scope=scope))
-            body = await self.beat(check_agent_id(agent_id))
+            answers.gate.check(scope, Headers(scope=scope))
+            checked = check_agent_id(agent_id)
+            body = answers.hit(checked) or await answers.beat(checked)
         except RegistryError as exc:
             await error_response(exc)(scope, receive, send)
             return
         length = b"content-length", str(len(body)).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [length, _HEADERS]})
+        await send({"type": "http.response.start", "status": 200, "headers": [length, HEADERS]})
         await send({"type": "http.response.body", "body": body})
-
-    async def beat(self, agent_id: str) -> bytes:
-        """Record the heartbeat; the entry's JSON (as ``render_entry`` writes it, no card).
-
-        A remembered agent (:meth:`HeartbeatBatch.hit`) is answered from its kept entry with
-        no record made; any other goes through :meth:`Registry.heartbeat`."""
-        registry = self.registry
-        ttl = self.ttl_s
-        now = registry.clock()
-        entry = registry.beats.hit(agent_id, now, self.evict_after)
-        if entry is not None:
-            record, last_seen, head = entry.record, now, entry.head
-        else:
-            record = await registry.heartbeat(agent_id)
-            last_seen, head = record.last_seen, registry.known.head(agent_id)
-        if self.metrics is not None:
-            self.metrics.heartbeat()
-        try:
-            if head is None:
-                head = _head(record)
-                registry.known.keep_head(agent_id, head)
-            fixed, registered = head
-            return b"".join(
-                (
-                    fixed,
-                    # healthy and expiry as Registry.is_healthy and expires_at judge them
-                    b"true," if registry.clock() - last_seen <= ttl else b"false,",
-                    b'"registered_at":"',
-                    registered,
-                    b'","last_heartbeat":"',
-                    iso_bytes(last_seen),
-                    b'","expires_at":"',
-                    iso_bytes(last_seen + ttl),
-                    b'"}',
-                )
-            )
-        except RENDER_ERRORS as exc:
-            await registry.set_aside(record.id, f"cannot be rendered ({type(exc).__name__})")
-            raise UnreadableEntry(f"the stored entry {record.id!r} cannot be rendered") from exc
 
 
 _SECONDS: dict[int, bytes] = {}  # whole second -> its ISO text (a few recent ones)

@@ -77,6 +77,10 @@ class KnownAgents:
             record.card_etag,
         )
 
+    def peek(self, agent_id: str) -> Known | None:
+        """The remembered entry, its place in the order left alone."""
+        return self._entries.get(agent_id)
+
     def entry(self, agent_id: str) -> Known | None:
         """The remembered entry itself (now the most recently used), or ``None``: the
         heartbeat route's hit path reads and updates it without making a record."""

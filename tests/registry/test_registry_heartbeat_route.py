@@ -1,14 +1,19 @@
-"""The lean heartbeat route (:mod:`node.registry.heartbeat_route`) answers exactly as the
-Starlette route it stands in front of, and the ``known_agents`` setting bounds its cache.
+"""The lean heartbeat route (:mod:`node.registry.heartbeat_route`) and the serving protocol's
+shortcut (:mod:`node.registry.heartbeat_protocol`) answer exactly as the Starlette route they
+stand in front of, and the ``known_agents`` setting bounds their cache.
 
-The reference is the same registry app without the lean route (same routes, middlewares and
-error handlers, sharing the running registry), both served by uvicorn on loopback.
+The lean side is the registry as ``serve_registry`` serves it (``registry_server``: the
+protocol, then the lean route); the reference is the same registry app without either (same
+routes, middlewares and error handlers, sharing the running registry, uvicorn's own protocol),
+both on loopback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,12 +23,14 @@ import pytest
 from starlette.applications import Starlette
 
 from node.registry import RegistrySettings, build_registry_app
+from node.registry.app import registry_server
 from node.registry.heartbeat_route import HeartbeatRoute, heartbeat_id, iso_bytes
 from node.registry.known import KnownAgents
 from node.registry.records import iso, render_entry
 from node.registry.service import Registry
 from tests.registry.conftest import LOOPBACK, FakeClock
 from tests.registry.test_registry_heartbeat_cache import statements
+from tests.servers import free_socket, url_of
 
 TOKEN = "write-secret-123"
 # the member the route cuts at, inside a description; quotes, non-ASCII and an emoji
@@ -49,15 +56,50 @@ def pair(serve_app, clock: FakeClock) -> Any:
     async def make(db: str, **overrides: Any) -> AsyncIterator[Pair]:
         settings = RegistrySettings(db=db, allow_cidrs=LOOPBACK, **overrides)
         app = build_registry_app(settings, clock=clock)
-        lean_url = await serve_app(lambda url: app)
+        served = CountingApp(app)
         reference_url = await serve_app(lambda url: without_lean_route(app), lifespan="off")
         async with (
+            as_registry_serves(app, served) as lean_url,
             httpx.AsyncClient(base_url=lean_url) as lean,
             httpx.AsyncClient(base_url=reference_url) as reference,
         ):
+            lean.app_calls = served.calls  # type: ignore[attr-defined]
             yield lean, reference, app.state.registry
 
     return make
+
+
+class CountingApp:
+    """``app``, counting the HTTP requests that reach it (the protocol answers the others)."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.calls: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.calls.append(f"{scope['method']} {scope['path']}")
+        await self.app(scope, receive, send)
+
+
+@contextlib.asynccontextmanager
+async def as_registry_serves(app: Starlette, served: CountingApp) -> AsyncIterator[str]:
+    """``app`` served by ``registry_server`` (as ``serve_registry`` does), the ASGI calls
+    counted by ``served``; its base URL."""
+    sock = free_socket()
+    server = registry_server(app, "127.0.0.1", 0)
+    server.config.app = served
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert not task.done() and time.monotonic() < deadline, "the registry did not start"
+        await asyncio.sleep(0.005)
+    try:
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
 
 
 def same(a: httpx.Response, b: httpx.Response) -> None:
@@ -76,9 +118,12 @@ async def test_the_answer_is_the_routes_answer_byte_for_byte(db, pair, card_serv
         ]
         url = card_server.put_card("/a.json", "Alpha ✓", description=TRICKY, skills=skills)
         assert (await lean.post("/v1/agents", json={"card_url": url})).status_code == 201
-        for _ in range(2):  # a miss (the row is read), then a hit (the kept answer)
+        for beat in range(3):  # a miss (the row is read), then hits (the kept answer)
             clock.advance(1.5)
+            lean.app_calls.clear()
             answer = await lean.put("/v1/agents/alpha/heartbeat")
+            # the miss through the app (the lean route), the hits by the protocol alone
+            assert lean.app_calls == ([] if beat else ["PUT /v1/agents/alpha/heartbeat"])
             same(answer, await reference.put("/v1/agents/alpha/heartbeat"))
             assert answer.status_code == 200
             assert answer.headers["content-type"] == "application/json"
@@ -118,6 +163,46 @@ async def test_errors_and_other_methods_are_answered_as_before(db, pair, card_se
             same(answer, await reference.request(method, path, headers=headers, content=body))
             if status == 401:
                 assert answer.headers["www-authenticate"] == "Bearer"
+
+
+async def test_what_the_protocol_declines_reaches_the_app_and_is_answered_the_same(
+    db, pair, card_server
+) -> None:
+    """A heartbeat with a query, a body, ``Connection: close``, a wrong token, an unknown or
+    evicted agent is left to uvicorn and the app (nothing done by the protocol first)."""
+    async with pair(db, token=TOKEN) as (lean, reference, registry):
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        url = card_server.put_card("/a.json", "Alpha")
+        assert (await lean.post("/v1/agents", json={"card_url": url}, headers=auth)).is_success
+        path = "/v1/agents/alpha/heartbeat"
+        assert (await lean.put(path, headers=auth)).status_code == 200  # now remembered
+        lean.app_calls.clear()
+        assert (await lean.put(path, headers=auth)).status_code == 200
+        assert lean.app_calls == []  # the shortcut
+        cases: list[tuple[str, dict[str, str], bytes | None, int]] = [
+            (path + "?x=1", auth, None, 200),
+            (path, auth, b"{}", 200),
+            (path, {**auth, "Connection": "close"}, None, 200),
+            (path, {"Authorization": "Bearer nope"}, None, 403),
+            (path, {}, None, 401),
+            ("/v1/agents/nobody/heartbeat", auth, None, 404),
+            ("/v1/agents/al%70ha/heartbeat", auth, None, 200),
+        ]
+        for where, headers, body, status in cases:
+            lean.app_calls.clear()
+            beats = len(registry.beats)
+            answer = await lean.put(where, headers=headers, content=body)
+            assert answer.status_code == status, (where, headers, answer.text)
+            assert len(lean.app_calls) == 1, (where, headers)  # the app answered it
+            if status != 200:
+                assert len(registry.beats) == beats  # nothing queued by the protocol
+            other = await reference.put(where, headers=headers, content=body)
+            assert (answer.status_code, answer.json().keys()) == (
+                other.status_code,
+                other.json().keys(),
+            )
+            if status != 200:
+                same(answer, other)
 
 
 async def test_known_agents_bounds_the_entries_kept(db, pair, card_server) -> None:
