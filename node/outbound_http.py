@@ -39,7 +39,9 @@ from aiohttp.client_proto import ResponseHandler
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 from httpx_aiohttp.transport import AiohttpResponseStream
 
-__all__ = ["LIMITS", "OutboundTransport", "as_httpx_response", "outbound_client"]
+from node.outbound_keepalive import Answer, KeepAlivePool
+
+__all__ = ["LIMITS", "Answer", "OutboundTransport", "as_httpx_response", "outbound_client"]
 
 # First match wins: most specific first. Each maps to what httpx raises for the same failure.
 ERROR_MAP: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
@@ -138,6 +140,8 @@ class _CheckedConnector(aiohttp.TCPConnector):
 class OutboundTransport(AiohttpTransport):
     """``httpx_aiohttp.AiohttpTransport`` with httpx's errors, checked reuse and no cookie jar."""
 
+    _keepalive: KeepAlivePool | None = None  # post_whole's kept-alive connections, once used
+
     def get_client(self) -> aiohttp.ClientSession:
         limit = self.limits.max_connections
         connector = _CheckedConnector(
@@ -182,24 +186,49 @@ class OutboundTransport(AiohttpTransport):
         return _response(response, stream, request)
 
     async def post_whole(
-        self, url: str, headers: list[tuple[str, str]], body: bytes, timeout_s: float
-    ) -> tuple[aiohttp.ClientResponse, bytes]:
+        self,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        timeout_s: float,
+        *,
+        sendable: bool = False,
+    ) -> Answer:
         """POST ``body`` with exactly these headers (httpx's, as :meth:`handle_async_request` sends
         them) and read the whole answer: the same bytes on the wire, without httpx's request
         and response objects (a peer's JSON-RPC hop, :mod:`node.peers.jsonrpc_direct`).
 
+        With ``sendable`` (the caller checked :func:`~node.outbound_keepalive.sendable`) a plain
+        ``http`` URL goes over a kept-alive connection of :mod:`node.outbound_keepalive` (no
+        proxy, no local address); anything else, or nothing sent there, through aiohttp.
         ``timeout_s`` is httpx's ``Timeout(timeout_s)``; aiohttp's errors become httpx's.
         """
         timeout = dict.fromkeys(("connect", "read", "write", "pool"), timeout_s)
         try:
+            if sendable and self.proxy is None and not self.local_address and not self.uds:
+                if self._keepalive is None:
+                    limit = self.limits.max_connections
+                    self._keepalive = KeepAlivePool(
+                        limit=limit if limit is not None else 100,
+                        keepalive_s=self.limits.keepalive_expiry or 0.0,
+                    )
+                answer = await self._keepalive.post(url, headers, body, timeout_s)
+                if answer is not None:
+                    return answer
             response = await self._send("POST", url, headers, body, timeout, None)
             try:
-                return response, await response.read()
+                content = await response.read()
             finally:
                 response.release()
+            return Answer(response.status, response.reason or "", response.raw_headers, content)
         except _FOREIGN as exc:
             request = httpx.Request("POST", url, headers=headers, content=body)
             raise httpx_error(exc, request) from exc
+
+    async def aclose(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.close()
+        await super().aclose()
 
     async def _send(
         self,
@@ -234,7 +263,9 @@ class OutboundTransport(AiohttpTransport):
 
 
 def _response(
-    response: aiohttp.ClientResponse, stream: httpx.AsyncByteStream, request: httpx.Request
+    response: aiohttp.ClientResponse | Answer,
+    stream: httpx.AsyncByteStream,
+    request: httpx.Request,
 ) -> httpx.Response:
     """The httpx response for aiohttp's ``response`` (its body in ``stream``)."""
     extensions = {"http_version": b"HTTP/1.1"}
@@ -249,11 +280,9 @@ def _response(
     )
 
 
-def as_httpx_response(
-    response: aiohttp.ClientResponse, body: bytes, request: httpx.Request
-) -> httpx.Response:
+def as_httpx_response(answer: Answer, request: httpx.Request) -> httpx.Response:
     """What :meth:`OutboundTransport.handle_async_request` returns for an answer read whole."""
-    return _response(response, httpx.ByteStream(body), request)
+    return _response(answer, httpx.ByteStream(answer.body), request)
 
 
 class _NoJar(CookieJar):

@@ -46,6 +46,7 @@ from google.protobuf import json_format, struct_pb2
 
 from node.observability import tracing
 from node.outbound_http import OutboundTransport, as_httpx_response
+from node.outbound_keepalive import sendable
 
 __all__ = ["DirectJsonRpc"]
 
@@ -68,7 +69,7 @@ class DirectJsonRpc:
     ) -> None:
         self._transport, self._http, self._outbound = transport, http, outbound
         self.url = transport.url
-        self._headers: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
+        self._headers: dict[tuple[Any, ...], tuple[list[tuple[str, str]], bool]] = {}
 
     @classmethod
     def of(cls, client: Client, http: httpx.AsyncClient) -> DirectJsonRpc | None:
@@ -130,38 +131,38 @@ class DirectJsonRpc:
     async def _post(self, body: bytes, context: ClientCallContext) -> Any:
         """POST ``body`` as the SDK's ``_send_request`` does; its JSON answer (SDK errors)."""
         assert context.timeout is not None  # PeerClient always bounds its calls
-        headers = [
-            *self._prefix(context.service_parameters or {}),
-            ("content-length", str(len(body))),
-            ("content-type", _JSON),
-        ]
+        prefix, plain = self._prefix(context.service_parameters or {})
+        headers = [*prefix, ("content-length", str(len(body))), ("content-type", _JSON)]
         with handle_http_exceptions():
-            answer, content = await self._outbound.post_whole(
-                self.url, headers, body, context.timeout
+            answer = await self._outbound.post_whole(
+                self.url, headers, body, context.timeout, sendable=plain
             )
-            encoding = answer.headers.get("content-encoding", "identity").lower()
+            encoding = answer.header("content-encoding", "identity").lower()
             if answer.status // 100 == 2 and encoding == "identity":
-                return json.loads(content)
+                return json.loads(answer.body)
             request = httpx.Request("POST", self.url, headers=headers, content=body)
-            response = as_httpx_response(answer, content, request)
+            response = as_httpx_response(answer, request)
             await response.aread()  # decoded as httpx decodes it
             response.raise_for_status()
             return response.json()
 
-    def _prefix(self, call_headers: dict[str, str]) -> list[tuple[str, str]]:
-        """httpx's headers for this request up to its content headers, made once per set."""
+    def _prefix(self, call_headers: dict[str, str]) -> tuple[list[tuple[str, str]], bool]:
+        """httpx's headers for this request up to its content headers, made once per set, and
+        whether they may go over a kept-alive connection (:func:`sendable`, with the content
+        headers)."""
         key = (tuple(self._http.headers.raw), *call_headers.items())
         known = self._headers.get(key)
         if known is None:
             built = self._http.build_request("POST", self.url, content=b"", headers=call_headers)
-            known = [
+            prefix = [
                 (name, value)
                 for name, value in built.headers.multi_items()
                 if name not in ("content-length", "content-type")
             ]
+            plain = sendable([*prefix, ("content-length", "0"), ("content-type", _JSON)])
             if len(self._headers) >= 32:  # call headers are a token or a trace: a few at most
                 self._headers.clear()
-            self._headers[key] = known
+            self._headers[key] = known = (prefix, plain)
         return known
 
 
