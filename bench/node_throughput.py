@@ -246,9 +246,50 @@ def _exp_gc_log(app: Any) -> None:
             return
         ms = (time.perf_counter() - started[0]) * 1000
         if info["generation"] == 2 or ms > 2:
-            print(f"gc gen{info['generation']}: {ms:.1f} ms", file=sys.stderr, flush=True)
+            print(f"gc gen{info['generation']}: {ms:.1f} ms at {time.perf_counter():.3f}",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
     gc.callbacks.append(timing)
+
+
+def _exp_loop_lag(app: Any) -> None:
+    """Record the event loop's stalls: a thread asks the loop to run a probe every 2 ms and
+    prints, every ~2 s to stderr, how late the probes ran (p50/p99/max, how many over 10 and
+    20 ms, when the worst was), to set beside ``gc_log``'s pauses and the latency tail. (The
+    server dies by uvicorn's re-raised SIGTERM: no summary at exit.)"""
+    import asyncio
+    import threading
+
+    import node.server.app
+
+    freeze = node.server.app.freeze_startup_heap
+
+    def probe_thread(loop: asyncio.AbstractEventLoop) -> None:
+        lags: list[tuple[float, float]] = []
+
+        def ran(sent: float) -> None:
+            now = time.perf_counter()
+            lags.append((now, (now - sent) * 1000))
+
+        while not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(ran, time.perf_counter())
+            except RuntimeError:
+                return
+            time.sleep(0.002)
+            if len(lags) >= 1000:
+                window, lags[:] = sorted(lag for _, lag in lags), []
+                over = [sum(1 for v in window if v > ms) for ms in (10, 20)]
+                print(f"loop lag at {time.perf_counter():.3f}: p50 {window[500]:.2f} "
+                      f"p99 {window[990]:.2f} max {window[-1]:.1f} ms, over 10/20 ms: {over}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+    def started() -> bool:
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=probe_thread, args=(loop,), daemon=True).start()
+        return freeze()
+
+    node.server.app.freeze_startup_heap = started  # type: ignore[attr-defined]
 
 
 def _exp_gc_freeze(app: Any) -> None:
@@ -280,6 +321,7 @@ EXPERIMENTS: dict[str, Callable[[Any], None]] = {
     "no_call_records": _exp_no_call_records,
     "gc_log": _exp_gc_log,
     "gc_freeze": _exp_gc_freeze,
+    "loop_lag": _exp_loop_lag,
     "no_guards": _exp_no_guards,
     "no_autocheckpoint": _exp_no_autocheckpoint,
 }
