@@ -16,13 +16,16 @@ heartbeat period, 200 heartbeats/s; ``--replicas 2`` spreads them over two regis
    counts), and reports heartbeat p50/p99/max and
    the database's committed transactions/s (``pg_stat_database.xact_commit`` delta over the
    phase for the bench's own database: writes and reads alike, so an upper bound on writes).
-   ``--sender wrk`` instead runs one ``wrk`` per replica (``bench/wrk/heartbeats.lua``, agent ids
-   in turn) as fast as the registries answer, a closed loop: the capacity, after a warm-up
-   that beats every agent once (so each replica's cache of known agents is filled, as in steady
+   ``--sender wrk`` instead runs one ``wrk`` per replica (``bench/wrk/heartbeats.lua``; replica
+   ``r`` of ``R`` beats agents ``r, r+R, ...`` and its ``--wrk-threads`` take them in turn, so
+   each agent beats once per pass over the fleet, as behind a load balancer) as fast as the
+   registries answer, a closed loop: the capacity, after a warm-up that beats every agent once
+   on every replica (so each replica's cache of known agents holds the fleet, as in steady
    state; ``--warmup 0`` measures the cold misses instead).
-4. Reports CPU per heartbeat, which a busy machine does not change: the registry processes'
-   (user + system, ``/proc``) and PostgreSQL's (the backends serving the bench's database),
-   and each registry's resident memory at the end.
+4. Reports CPU per heartbeat, which a busy machine changes least: the registry processes'
+   (user + system, ``/proc``), PostgreSQL's (the backends serving the bench's database) and,
+   with ``--sender wrk``, wrk's (``--wrk-threads`` per replica); on a 2-core machine their sum
+   decides the rate. And each registry's resident memory at the end.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -162,25 +166,40 @@ def cpu_of(pids: list[int]) -> float:
 
 
 def run_wrk(
-    urls: list[str], ids: list[str], seconds: float, connections: int, start: int = 0
+    urls: list[str],
+    ids: list[str],
+    seconds: float,
+    connections: int,
+    start: int = 0,
+    threads: int = 1,
+    split: bool = True,
 ) -> tuple[int, float, float, Counter[str]]:
-    """One ``wrk`` per replica for ``seconds``, together (each from agent ``start`` on):
-    heartbeats answered 200 with an entry, the worst replica's p50 and p99 (ms), and failures
-    by kind."""
-    with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as listing:
-        listing.write("\n".join(ids) + "\n")
+    """One ``wrk`` per replica for ``seconds``, together, each from agent ``start`` on, with
+    ``threads`` threads sharing ``connections`` and taking the ids in turn: heartbeats answered
+    200 with an entry, the worst replica's p50 and p99 (ms), and failures by kind. ``split``:
+    replica ``r`` of ``R`` beats the agents ``r, r+R, ...`` (each agent once per pass over the
+    fleet, as behind a load balancer); otherwise every replica beats every agent (warm-up)."""
+    listings = []
+    for r in range(len(urls)):
+        with tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False) as listing:
+            part = ids[r :: len(urls)] if split else ids
+            listing.write("\n".join(part) + "\n")
+        listings.append(listing.name)
     try:
-        command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--timeout", "30s"]
-        command += ["--latency", "-s", str(WRK_SCRIPT)]
+        command = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:.0f}s"]
+        command += ["--timeout", "30s", "--latency", "-s", str(WRK_SCRIPT)]
         procs = [
             subprocess.Popen(
-                [*command, url, "--", listing.name, str(start)], stdout=subprocess.PIPE, text=True
+                [*command, url, "--", name, str(start), str(threads)],
+                stdout=subprocess.PIPE,
+                text=True,
             )
-            for url in urls
+            for url, name in zip(urls, listings, strict=True)
         ]
         outs = [p.communicate()[0] for p in procs]
     finally:
-        os.unlink(listing.name)
+        for name in listings:
+            os.unlink(name)
     ok, p50, p99, failures = 0, 0.0, 0.0, Counter[str]()
     units = {"us": 0.001, "ms": 1.0, "s": 1000.0}
     for out in outs:
@@ -292,6 +311,12 @@ async def heartbeats(
     return times, failures
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's reaped children (the finished wrk runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(len(values) * p))]
 
@@ -309,6 +334,9 @@ async def main() -> None:
         choices=("python", "wrk"),
         default="python",
         help="python: open loop at the period's rate; wrk: as fast as answered (capacity)",
+    )
+    parser.add_argument(
+        "--wrk-threads", type=int, default=1, help="wrk: threads per replica's wrk (default 1)"
     )
     parser.add_argument(
         "--warmup", type=int, default=1, help="wrk: passes over every agent first (0: none)"
@@ -396,10 +424,11 @@ async def main() -> None:
             cpu0, pg0 = cpu_of(pids), cpu_of(backends)
             before, upd0, hot0 = await commits(db)
             load = os.getloadavg()
+            wrk0 = children_cpu()
             t0 = time.perf_counter()
             if args.sender == "wrk":
                 served, p50, p99, failures = await asyncio.to_thread(
-                    run_wrk, urls, ids, args.duration, args.connections
+                    run_wrk, urls, ids, args.duration, args.connections, 0, args.wrk_threads
                 )
                 maximum = float("nan")
             else:
@@ -411,6 +440,7 @@ async def main() -> None:
                 p50, p99, maximum = statistics.median(times), pct(times, 0.99), times[-1]
             elapsed = time.perf_counter() - t0
             cpu1, pg1 = cpu_of(pids), cpu_of(backends)
+            wrk_cpu = children_cpu() - wrk0  # the wrk processes of the phase (reaped)
             await asyncio.sleep(1.5)  # let the last batch and the statistics land
             after, upd1, hot1 = await commits(db)
             rss = [rss_mb(pid)[0] for pid in pids]
@@ -436,6 +466,12 @@ async def main() -> None:
         f"registry RSS {', '.join(f'{r:.0f}' for r in rss)} MB; load before "
         f"{load[0]:.1f} {load[1]:.1f}, after {' '.join(f'{x:.1f}' for x in os.getloadavg()[:2])}"
     )
+    if args.sender == "wrk":
+        total = (cpu1 - cpu0) + (pg1 - pg0) + wrk_cpu
+        print(
+            f"CPU per heartbeat, wrk: {wrk_cpu / max(sent, 1) * 1e6:.0f} us; registries + "
+            f"PostgreSQL + wrk: {total / max(sent, 1) * 1e6:.0f} us ({total / elapsed:.2f} cores)"
+        )
     print(f"agent rows updated: {upd1 - upd0}, of which HOT (no index written): {hot1 - hot0}")
     if sweep:
         print(sweep)
@@ -476,7 +512,7 @@ def warm(urls: list[str], ids: list[str], connections: int) -> None:
     where the slowest replica's last one stopped)."""
     done = 0
     while done < len(ids):
-        ok, _, _, failures = run_wrk(urls, ids, 5, connections, start=done)
+        ok, _, _, failures = run_wrk(urls, ids, 5, connections, start=done, split=False)
         if failures:
             raise RuntimeError(f"warm-up heartbeats failed: {dict(failures)}")
         done += ok // len(urls)

@@ -1,8 +1,9 @@
 -- wrk script: PUT /v1/agents/{id}/heartbeat for agent ids read from a file (one per line), in turn.
 --
---   wrk -t1 -c64 -d20s --latency -s bench/wrk/heartbeats.lua http://127.0.0.1:PORT -- IDS [START]
+--   wrk -tT -c64 -d20s --latency -s bench/wrk/heartbeats.lua http://127.0.0.1:PORT -- IDS [START] [T]
 --
--- Each thread starts at a different offset of the list (the first at START, default 0). Every response is checked: status 200 and
+-- The T threads (T as given to wrk, default 1) take the ids in turn from START (default 0): thread k
+-- beats START+k, START+k+T, ..., so no agent is beaten by two threads in one pass. Every response is checked: status 200 and
 -- a body naming the agent's "last_heartbeat". done() prints one line bench/registry_heartbeats.py
 -- parses:   HEARTBEAT-CHECK ok=N bad_status=N bad_body=N
 
@@ -23,12 +24,13 @@ function init(args)
    end
    assert(#ids > 0, "no ids in " .. args[1])
    headers = {["Content-Length"] = "0"}
-   i = tid * 7919 + (tonumber(args[2]) or 0)
+   stride = tonumber(args[3]) or 1
+   i = (tonumber(args[2]) or 0) + tid - stride
    ok, bad_status, bad_body = 0, 0, 0
 end
 
 function request()
-   i = i + 1
+   i = i + stride
    return wrk.format("PUT", "/v1/agents/" .. ids[(i % #ids) + 1] .. "/heartbeat", headers)
 end
 
