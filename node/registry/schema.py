@@ -20,9 +20,11 @@ the registry carries what searches use (:mod:`node.registry.search_sql` queries 
   Partial names: a query of three characters or more also matches inside ``name_key``, through a
   trigram index (``pg_trgm``'s GIN, an FTS5 ``trigram`` table). On PostgreSQL these indexes are
   on the narrow ``registry_search`` (:mod:`node.registry.search_table`), not on the wide rows.
-  The FTS5 tables, the narrow ``registry_keys`` (rowid, ``name_key``, id) that their matches are
-  sorted from, and ``registry_search`` hold a row exactly while its ``name_key`` is set; the
-  store writes them in the same statements as the rows (set-based, never a trigger per row).
+  On SQLite the FTS5 tables are contentless, each row at an ``ord`` that follows page order up
+  to ties (:mod:`node.registry.name_order`, with the narrow ``registry_order`` mapping ``ord`` to
+  the row, its ``name_key`` and id), so their matches come in page order and a page stops early.
+  These tables and ``registry_search`` hold a row exactly while its ``name_key`` is set; the
+  store writes them in the same transactions as the rows (set-based, never a trigger per row).
 - ``rev``: a new random value at every write of the row; the card cache's key, so a cached card
   is never stale and needs no invalidation.
 
@@ -45,8 +47,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    column,
-    table,
 )
 from sqlalchemy.types import TypeEngine
 
@@ -96,20 +96,7 @@ INDEXES = (
 ADDED_COLUMNS = ("card_etag", "rev", "name_key", "words")
 """Columns newer than the first schema, added to an older table at start."""
 
-SQLITE_KEYS_DDL = (
-    "CREATE TABLE IF NOT EXISTS registry_keys "
-    "(agent_rowid INTEGER PRIMARY KEY, name_key TEXT NOT NULL, id TEXT NOT NULL)"
-)
-KEYS = table("registry_keys", column("agent_rowid"), column("name_key"), column("id"))
-"""SQLite: the sort keys of the served rows by rowid (a row of ~70 bytes each, kept like the
-FTS tables): the word and name indexes give rowids, and a page of their matches is sorted
-from here, not from the wide rows (~3 kB, about one per page) that hold the cards."""
 SQLITE_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS registry_words USING fts5(words, content="
-    "'registry_agents', content_rowid='rowid', "
-    "tokenize=\"unicode61 remove_diacritics 0 tokenchars '_'\")",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS registry_names USING fts5(name_key, content="
-    "'registry_agents', content_rowid='rowid', tokenize='trigram case_sensitive 1')",
     "DROP TRIGGER IF EXISTS registry_fts_insert",  # an earlier layout, kept by triggers
     "DROP TRIGGER IF EXISTS registry_fts_delete",
     "DROP TRIGGER IF EXISTS registry_fts_update",
@@ -119,10 +106,8 @@ SQLITE_DDL = (
     # a text search's window reads the next rows from here, not from rows holding their cards
     "CREATE INDEX IF NOT EXISTS registry_agents_window "
     "ON registry_agents (name_key, id, last_seen, words)",
-    SQLITE_KEYS_DDL,
 )
-"""SQLite's word and name indexes: external-content FTS5 tables over ``registry_agents``."""
-FTS_TABLES = {"registry_words": "words", "registry_names": "name_key"}
+"""SQLite's indexes besides the word and name tables (:mod:`node.registry.name_order`)."""
 PG_FILLFACTOR = 50
 """Percent of each heap page PostgreSQL fills on insert: the rest holds the next versions of
 its rows, so a heartbeat's ``UPDATE`` stays on the page (see :data:`PG_HOT_DDL`)."""
@@ -143,6 +128,7 @@ PG_TRIGRAM_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
 WORD = re.compile(r"\w+")
 MAX_WORD_CHARS = 100
 """Longer "words" (hashes, base64) are not indexed."""
+_LONG_WORD = re.compile(rf"\w{{{MAX_WORD_CHARS + 1}}}")
 
 
 def name_key(name: str) -> str:
@@ -159,12 +145,24 @@ def words(record: AgentRecord) -> str:
 
 def query_words(text: str) -> list[str]:
     """The words of ``text`` as they are indexed (casefolded ``\\w+`` runs)."""
-    return [w for w in WORD.findall(text.casefold()) if len(w) <= MAX_WORD_CHARS]
+    folded = text.casefold()
+    found: list[str] = WORD.findall(folded)
+    if _LONG_WORD.search(folded) is None:  # the usual text: no word to leave out
+        return found
+    return [w for w in found if len(w) <= MAX_WORD_CHARS]
 
 
 def term_rows(record: AgentRecord) -> list[dict[str, str]]:
     """The ``registry_terms`` rows that find ``record`` by skill id and by tag."""
+    return [
+        {"kind": k, "term": t, "name_key": n, "agent_id": i}
+        for k, t, n, i in term_values(record, name_key(record.name))
+    ]
+
+
+def term_values(record: AgentRecord, key: str) -> list[tuple[str, str, str, str]]:
+    """:func:`term_rows` as tuples in the table's column order, ``key`` being the name key."""
     found = {(SKILL, s.id) for s in record.skills}
     found.update((TAG, t) for s in record.skills for t in s.tags)
-    key = name_key(record.name)
-    return [{"kind": k, "term": t, "name_key": key, "agent_id": record.id} for k, t in found]
+    agent_id = record.id
+    return [(k, t, key, agent_id) for k, t in found]

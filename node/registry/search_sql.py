@@ -9,11 +9,13 @@ Free text (``q``) matches when every word of it begins a word of the agent, or w
 characters or more) is part of the name. A query for a common word would make an index lookup
 return much of the table, only to sort it for one page; so a text search first walks a window
 of :data:`WINDOW` rows in page order, checking each row's own words (:func:`page_statement` with
-``window``). If the page fills inside the window it is the answer; only a rarer text then asks
-the word and name indexes (``window=None``), sorting the matches by their keys alone and
-reading only the page's rows (:func:`_indexed_page`). Both checks mean the same thing, so the
-two plans give the same rows. On PostgreSQL both plans of a text alone read the narrow
-``registry_search`` (:func:`_pg_text_page`), not the wide rows.
+``window``; on SQLite only when one of the first :data:`PROBE` rows matches). If the page fills
+inside the window it is the answer; only a rarer text then asks the word and name indexes
+(``window=None``): on SQLite their matches come in page order up to ties and are read until a
+page is full (:func:`_indexed_page`); on PostgreSQL they are sorted by their keys alone and only
+the page's rows are read. Both checks mean the same thing, so the two plans give the same rows.
+On PostgreSQL both plans of a text alone read the narrow ``registry_search``
+(:func:`_pg_text_page`), not the wide rows.
 
 A statement's values are bound parameters: one statement is built per shape of query (which
 filters, how many words) and kept, since building it cost more CPU than the database spent.
@@ -31,6 +33,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     cast,
     exists,
     false,
@@ -47,12 +50,16 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.util import ClauseAdapter
 
-from node.registry.schema import KEYS, SKILL, TAG, agents, query_words, terms
+from node.registry.name_order import GROUP, lowest
+from node.registry.schema import SKILL, TAG, agents, query_words, terms
 from node.registry.search_table import SEARCH, WORDS
 
 Key = tuple[str, str]
 WINDOW = 2000
 """Rows a text search walks in page order before it asks the text indexes instead."""
+PROBE = 200
+"""Rows walked first: when none of them matches, the text is too rare for the window to fill
+a page, and the text indexes answer at once."""
 MIN_NAME_PART = 3
 """Shortest ``q`` also matched inside names (the trigram indexes hold nothing shorter)."""
 
@@ -152,6 +159,7 @@ def _values(f: Filter, words: list[str], shape: _Shape) -> dict[str, Any]:
         out["healthy_after"] = f.healthy_after
     if f.after is not None:
         out["after_key"], out["after_id"] = f.after
+    out["lo"] = lowest(f.after[0]) if f.after is not None else 0
     if f.skill is not None:
         out["skill"] = f.skill
     if f.tag is not None:
@@ -184,7 +192,7 @@ def _statement(shape: _Shape, columns: list[Any]) -> Select[Any]:
     if windowed and shape.dialect == "postgresql":
         return _pg_text_page(shape, columns)
     if shape.window is None and windowed:
-        return _indexed_page(shape, columns, [*where, *checked])
+        return _indexed_page(shape, columns)
     driver = None
     for kind, present, term in ((SKILL, shape.skill, p["skill"]), (TAG, shape.tag, p["tag"])):
         if not present:
@@ -211,49 +219,81 @@ def _statement(shape: _Shape, columns: list[Any]) -> Select[Any]:
         statement = select(*columns, order[0].label("page_key"))
     if driver is None and shape.window is not None:
         # the next rows in order, read from the covering index on SQLite; checked in the
-        # order they come (the engines read an ordered subquery in order), stopping at a page
-        ahead = (
-            select(a.id, a.name_key, a.last_seen, a.words)
-            .where(*where)
-            .order_by(*order)
-            .limit(shape.window)
-            .subquery("ahead")
-        )
-        checks = [ClauseAdapter(ahead).traverse(w) for w in (*where, *checked)]
-        where = [a.id.in_(select(ahead.c.id).where(*checks).limit(p["limit"]))]
+        # order they come (the engines read an ordered subquery in order), stopping at a page;
+        # only when one of the first PROBE rows matches (else the text is rare: no rows)
+        def ahead(rows: Any, name: str) -> Select[Any]:
+            near = (
+                select(a.id, a.name_key, a.last_seen, a.words)
+                .where(*where)
+                .order_by(*order)
+                .limit(rows)
+                .subquery(name)
+            )
+            checks = [ClauseAdapter(near).traverse(w) for w in (*where, *checked)]
+            return select(near.c.id).where(*checks)
+
+        probe = exists(ahead(min(PROBE, shape.window), "probe"))  # tested once, first
+        rows = case((probe, shape.window), else_=0)
+        where = [a.id.in_(ahead(rows, "ahead").limit(p["limit"]))]
     else:
         where += checked
     return statement.where(and_(*where)).order_by(*order).limit(p["limit"])
 
 
-def _indexed_page(
-    shape: _Shape, columns: list[Any], checked: list[ColumnElement[bool]]
-) -> Select[Any]:
-    """SQLite: a page of a text found by the word and name indexes (``checked``: the conditions
-    on the row, text and health). Only the matches' sort keys are sorted, taken from the narrow
-    ``registry_keys`` table (:mod:`node.registry.schema`); then rows are read in that order,
-    each checked, until the page is full. A fence (``OFFSET 0``) keeps SQLite from reading
-    every match's whole row (a few thousand wide rows for a part of a common name)."""
-    a, k, p = agents.c, KEYS.c, _P
-    cursor = [tuple_(k.name_key, k.id) > tuple_(p["after_key"], p["after_id"])] * shape.after
-    matched = (
-        select(k.agent_rowid, k.name_key, k.id)
-        .where(k.agent_rowid.in_(_indexed_rowids(shape)), *cursor)
-        .order_by(k.name_key, k.id)
-        .offset(0)  # not flattened: sorted alone first, then read in its order
-        .subquery("matched")
+def _indexed_page(shape: _Shape, columns: list[Any]) -> Select[Any]:
+    """SQLite: a page of a text found by the word and name FTS5 tables, whose rowids are in page
+    order up to ties (:mod:`node.registry.name_order`). Their matches are merged as they come
+    (a ``UNION`` of two ordered streams, read lazily) and checked one at a time (health) until
+    ``limit`` pass; the ``ord`` groups up to the last of them hold every row the page can show,
+    so only those matches are read again, sorted exactly by ``(name_key, id)`` and checked in
+    that order until the page is full. A part of a common name thus reads a page of matches
+    and one group, not every match."""
+    served = ["c.name_key IS NOT NULL", "c.last_seen >= :seen_after"]
+    if shape.healthy is not None:
+        served.append(f"c.last_seen {'>=' if shape.healthy else '<'} :healthy_after")
+    cursor = ["(o.name_key, o.id) > (:after_key, :after_id)"] * shape.after
+
+    def live(row: str) -> str:
+        return (
+            "EXISTS (SELECT 1 FROM registry_agents AS c "
+            f"WHERE c.rowid = {row}.agent_rowid AND {' AND '.join(served)})"
+        )
+
+    def matches(upto: str) -> str:
+        parts = [
+            f"SELECT rowid AS ord FROM {name} WHERE {name} MATCH :{param} AND rowid >= :lo{upto}"
+            for name, param, present in (
+                ("registry_words", "fts_words", shape.words),
+                ("registry_names", "fts_name", shape.name_part),
+            )
+            if present
+        ] or ["SELECT NULL AS ord WHERE 0"]
+        # LIMIT keeps the ORDER BY (a merge of the ordered streams); CROSS JOIN keeps this
+        # stream the outer loop (read as it comes, not first stored whole)
+        return (
+            f"({' UNION '.join(parts)} ORDER BY 1 LIMIT -1) AS s "
+            "CROSS JOIN registry_order AS o ON o.ord = s.ord"
+        )
+
+    def where(*conditions: str) -> str:
+        return f" WHERE {' AND '.join(conditions)}" if conditions else ""
+
+    edge = (
+        f"SELECT max(ord) | {GROUP} FROM (SELECT o.ord FROM {matches('')}"
+        f"{where(*cursor, live('o'))} LIMIT :limit)"
     )
-    row = agents.alias("candidate")  # read for one match at a time, until the page is full
-    checks = [ClauseAdapter(row).traverse(w) for w in checked]
-    found = exists().where(
-        literal_column("candidate.rowid") == matched.c.agent_rowid,
-        row.c.name_key.is_not(None),
-        *checks,
+    upto = matches(" AND rowid <= (SELECT hi FROM edge)")
+    page = (
+        f"WITH edge(hi) AS MATERIALIZED ({edge}) SELECT m.agent_rowid FROM ("
+        f"SELECT o.name_key, o.id, o.agent_rowid FROM {upto}"
+        f"{where(*cursor)} ORDER BY o.name_key, o.id LIMIT -1 OFFSET 0) AS m"
+        f"{where(live('m'))} LIMIT :limit"
     )
-    first = select(matched.c.agent_rowid).where(found).limit(p["limit"])
+    a = agents.c
+    rowids = text(page).columns(literal_column("agent_rowid"))
     return (
         select(*columns, a.name_key.label("page_key"))
-        .where(literal_column("registry_agents.rowid").in_(first))
+        .where(literal_column("registry_agents.rowid").in_(rowids))
         .order_by(a.name_key, a.id)
     )
 
@@ -333,18 +373,6 @@ def _row_matches(shape: _Shape, words: Any, key: Any) -> ColumnElement[bool]:
     if shape.name_part:
         either.append(contains(key, _P["needle"]) > 0)
     return or_(*either) if either else false()
-
-
-def _indexed_rowids(shape: _Shape) -> Any:
-    """SQLite: the rowids the word and name FTS5 tables find for the query (a ``UNION``)."""
-    parts = []
-    if shape.words:
-        parts.append("SELECT rowid FROM registry_words WHERE registry_words MATCH :fts_words")
-    if shape.name_part:
-        parts.append("SELECT rowid FROM registry_names WHERE registry_names MATCH :fts_name")
-    if not parts:
-        parts.append("SELECT NULL AS rowid WHERE 0")
-    return text(" UNION ".join(parts)).columns(literal_column("rowid"))
 
 
 def _lexeme(word: str) -> str:

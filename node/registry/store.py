@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from secrets import token_hex
 from typing import Any
@@ -34,16 +33,11 @@ from sqlalchemy import (
     Float,
     LargeBinary,
     cast,
-    column,
     delete,
     event,
     func,
-    insert,
     inspect,
-    literal,
-    literal_column,
     select,
-    table,
     text,
     type_coerce,
     update,
@@ -55,13 +49,11 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, Text
 
 from node.errors import RegistryError
-from node.registry import safejson, search_table
+from node.registry import name_order, safejson, search_table
 from node.registry.records import AgentRecord, Skill
 from node.registry.schema import (
     ADDED_COLUMNS,
-    FTS_TABLES,
     INDEXES,
-    KEYS,
     PG_FILLFACTOR,
     PG_HOT_DDL,
     PG_TRIGRAM_EXTENSION,
@@ -70,6 +62,7 @@ from node.registry.schema import (
     metadata,
     name_key,
     term_rows,
+    term_values,
     terms,
     words,
 )
@@ -104,11 +97,6 @@ _HELD_SQL = (
     "UNION SELECT id FROM registry_agents WHERE card_url = ANY(CAST(:urls AS TEXT[]))"
 )
 """The rows a bulk write replaces (PostgreSQL: one statement, whatever the batch's size)."""
-_HAS_KEYS_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'registry_keys'"
-_KEYS_OF = select(literal_column("registry_agents.rowid"), agents.c.name_key, agents.c.id).where(
-    agents.c.name_key.is_not(None)
-)
-"""The ``registry_keys`` rows of served rows (SQLite), as the FTS tables are filled."""
 _LIGHT = [c for c in agents.columns if c.name not in ("card", "words")]
 """What a listing, a heartbeat or a search reads of a row: everything but the card."""
 
@@ -410,14 +398,9 @@ class AgentStore:
         for index in INDEXES:
             await conn.run_sync(index.create, checkfirst=True)
         if self.dialect == "sqlite":
-            had_keys = await conn.scalar(text(_HAS_KEYS_SQL))
             for statement in SQLITE_DDL:
                 await conn.execute(text(statement))
-            for name in FTS_TABLES if fill_fts else ():
-                await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('rebuild')"))
-            if fill_fts or not had_keys:  # a bulk load's end, or a file of an older version
-                await conn.execute(text("DELETE FROM registry_keys"))
-                await conn.execute(insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF))
+            await name_order.build(conn, refill=fill_fts)
         else:
             await _hot_heartbeats(conn)
             self.trigram = await _trigram_index(conn)
@@ -581,14 +564,7 @@ class AgentStore:
         if self.dialect != "sqlite":
             await search_table.add(conn, ids)
             return
-        for start in range(0, len(ids), CHUNK):
-            chunk = agents.c.id.in_(ids[start : start + CHUNK]) & agents.c.name_key.is_not(None)
-            for name, col in FTS_TABLES.items():
-                fts = table(name, column("rowid"), column(col))
-                source = select(literal_column("registry_agents.rowid"), agents.c[col])
-                await conn.execute(insert(fts).from_select(["rowid", col], source.where(chunk)))
-            keys = insert(KEYS).from_select(list(KEYS.c.keys()), _KEYS_OF.where(chunk))
-            await conn.execute(keys)
+        await name_order.add(conn, ids)
 
     async def _unindex(
         self, conn: AsyncConnection, where: ColumnElement[bool], *, deleting: bool = False
@@ -602,14 +578,7 @@ class AgentStore:
             if not deleting:
                 await search_table.remove(conn, where)
             return
-        for name, col in FTS_TABLES.items():
-            fts = table(name, column(name), column("rowid"), column(col))
-            source = select(
-                literal("delete"), literal_column("registry_agents.rowid"), agents.c[col]
-            ).where(where, agents.c.name_key.is_not(None))
-            await conn.execute(insert(fts).from_select([name, "rowid", col], source))
-        rowid: ColumnElement[Any] = literal_column("registry_agents.rowid")
-        await conn.execute(delete(KEYS).where(KEYS.c.agent_rowid.in_(select(rowid).where(where))))
+        await name_order.remove(conn, where)
 
     def _columns(self, with_card: bool) -> list[ColumnElement[Any]]:
         if (found := self._column_sets.get(with_card)) is None:
@@ -683,6 +652,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")  # registry_terms rows go with their agent
     cursor.execute(f"PRAGMA cache_size={_READ_CACHE}")
     cursor.close()
+    name, arity, function = name_order.SQL_FUNCTION
+    dbapi_connection.create_function(name, arity, function, deterministic=True)
 
 
 def _to_row(record: AgentRecord) -> dict[str, Any]:
@@ -708,16 +679,32 @@ _INSERT_SQL = tuple(
     f"INSERT INTO {t.name} ({', '.join(cs)}) VALUES ({', '.join('?' * len(cs))})"
     for t, cs in ((agents, _COLUMNS), (terms, _TERM_COLUMNS))
 )
-_dumps = partial(json.dumps, allow_nan=False)
+_dumps = json.JSONEncoder(allow_nan=False).encode  # json.dumps(allow_nan=False), built once
+_ROW_ORDER = ["id", "card_url", "name", "description", "skills", "card", "registered_at"]
+_ROW_ORDER += ["last_seen", "card_etag", "rev", "name_key", "words"]
+if _COLUMNS != _ROW_ORDER or _TERM_COLUMNS != ["kind", "term", "name_key", "agent_id"]:
+    # _row_values and term_values write their tuples in these orders
+    raise RuntimeError(f"registry_agents columns changed: {_COLUMNS}")
 
 
-def _row_values(record: AgentRecord, card_text: str | None = None) -> tuple[Any, ...]:
+def _row_values(record: AgentRecord, key: str, card_text: str | None) -> tuple[Any, ...]:
     """:func:`_to_row` in column order, its JSON columns encoded (for the driver itself);
-    ``card_text`` is the card's JSON text when the caller has it (the fetched body)."""
-    row = _to_row(record)
-    row["skills"] = _dumps(row["skills"])
-    row["card"] = _dumps(row["card"]) if card_text is None else card_text
-    return tuple(row[c] for c in _COLUMNS)
+    ``key`` is the name key, ``card_text`` the card's JSON text when the caller has it (the
+    fetched body)."""
+    return (
+        record.id,
+        record.card_url,
+        record.name,
+        record.description,
+        _dumps([s.to_json() for s in record.skills]),
+        _dumps(record.card) if card_text is None else card_text,
+        record.registered_at,
+        record.last_seen,
+        record.card_etag,
+        token_hex(16),
+        key,
+        words(record),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -739,12 +726,12 @@ def rows_of(
     (the body it was parsed from): it is stored as it is instead of encoding the card again."""
     chosen = list({r.card_url: r for r in {r.id: r for r in records}.values()}.values())
     texts = card_texts or {}
-    return Rows(
-        ids=[r.id for r in chosen],
-        urls=[r.card_url for r in chosen],
-        agents=[_row_values(r, texts.get(r.id)) for r in chosen],
-        terms=[tuple(t[c] for c in _TERM_COLUMNS) for r in chosen for t in term_rows(r)],
-    )
+    out = Rows(ids=[r.id for r in chosen], urls=[r.card_url for r in chosen], agents=[], terms=[])
+    for r in chosen:
+        key = name_key(r.name)
+        out.agents.append(_row_values(r, key, texts.get(r.id)))
+        out.terms.extend(term_values(r, key))
+    return out
 
 
 def _deferred_indexes(dialect: str) -> list[str]:

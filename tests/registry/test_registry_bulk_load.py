@@ -13,16 +13,16 @@ from sqlalchemy import select, text
 
 from bench.registry_scale import Population
 from node.errors import RegistryError
-from node.registry import RegistrySettings
+from node.registry import RegistrySettings, name_order
 from node.registry import store as store_module
 from node.registry.records import AgentRecord
-from node.registry.schema import FTS_TABLES, agents, query_words, terms
+from node.registry.schema import agents, query_words, terms
 from node.registry.search_sql import Filter
 from node.registry.store import AgentStore, Stored, async_url
 from tests.registry.test_registry_search_engines import expected
 
 SERVED_KEYS = (
-    "SELECT rowid, name_key, id FROM registry_agents WHERE name_key IS NOT NULL ORDER BY 1"
+    "SELECT rowid, name_key, id, words FROM registry_agents WHERE name_key IS NOT NULL ORDER BY 1"
 )
 
 
@@ -38,14 +38,30 @@ async def stored(store: AgentStore) -> tuple[list[Any], list[Any]]:
         columns = [c for c in agents.columns if c.name != "rev"]
         rows = (await conn.execute(select(*columns).order_by(agents.c.id))).all()
         found = (await conn.execute(select(terms).order_by(*terms.c))).all()
-        if store.dialect == "sqlite":  # the FTS tables agree with the rows they index
-            for name in FTS_TABLES:
-                await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('integrity-check')"))
-            # and so do the sort keys: one per served row, at the row's rowid
-            keys = await conn.execute(text("SELECT * FROM registry_keys ORDER BY 1"))
-            served = await conn.execute(text(SERVED_KEYS))
-            assert keys.all() == served.all()
+        if store.dialect == "sqlite":
+            await sqlite_search_rows_in_step(conn)
     return [tuple(r) for r in rows], [tuple(t) for t in found]
+
+
+async def sqlite_search_rows_in_step(conn: Any) -> None:
+    """One ``registry_order`` row per served row, its ``ord`` in its name's group; the FTS
+    tables hold exactly each served row's tokens at its ``ord`` (nothing left by a delete)."""
+    served = (await conn.execute(text(SERVED_KEYS))).all()
+    order = (await conn.execute(text("SELECT * FROM registry_order ORDER BY agent_rowid"))).all()
+    assert [o[1:] for o in order] == [s[:3] for s in served]
+    assert all(o[0] >> name_order.SLOT_BITS == name_order.prefix(o[2]) for o in order)
+    ords = {o[1]: o[0] for o in order}
+    want = {"registry_names": set(), "registry_words": set()}
+    for rowid, key, _, words in served:
+        want["registry_names"].update((key[i : i + 3], ords[rowid], i) for i in range(len(key) - 2))
+        want["registry_words"].update((w, ords[rowid], i) for i, w in enumerate(words.split()))
+    for name, tokens in want.items():
+        await conn.execute(text(f"INSERT INTO {name}({name}) VALUES ('integrity-check')"))
+        vocab = f"temp.{name}_instances"
+        instances = f"fts5vocab(main, {name}, 'instance')"
+        await conn.execute(text(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING {instances}"))
+        found = (await conn.execute(text(f"SELECT term, doc, offset FROM {vocab}"))).all()
+        assert sorted(found) == sorted(tokens), name
 
 
 async def found_by_every_term(store: AgentStore, agent_id: str, words: str, name: str) -> None:
@@ -131,11 +147,36 @@ async def test_a_row_searched_again_shows_its_heartbeat_and_its_rewrite(db: str)
         await store.close()
 
 
-async def test_an_older_sqlite_file_gets_its_sort_keys_at_start(
+OLDER_LAYOUT = (  # before registry_order: FTS5 over registry_agents at its rowids (4452c5f)
+    "DROP TABLE registry_order",
+    "DROP TABLE registry_words",
+    "DROP TABLE registry_names",
+    "CREATE VIRTUAL TABLE registry_words USING fts5(words, content='registry_agents', "
+    "content_rowid='rowid', tokenize=\"unicode61 remove_diacritics 0 tokenchars '_'\")",
+    "CREATE VIRTUAL TABLE registry_names USING fts5(name_key, content='registry_agents', "
+    "content_rowid='rowid', tokenize='trigram case_sensitive 1')",
+    "INSERT INTO registry_words(registry_words) VALUES ('rebuild')",
+    "INSERT INTO registry_names(registry_names) VALUES ('rebuild')",
+    "CREATE TABLE registry_keys "
+    "(agent_rowid INTEGER PRIMARY KEY, name_key TEXT NOT NULL, id TEXT NOT NULL)",
+    "INSERT INTO registry_keys SELECT rowid, name_key, id FROM registry_agents "
+    "WHERE name_key IS NOT NULL",
+)
+
+
+def to_older_layout(db: str) -> None:
+    """Turn a SQLite file into what the version before ``registry_order`` wrote."""
+    with sqlite3.connect(db) as conn:
+        for statement in OLDER_LAYOUT:
+            conn.execute(statement)
+
+
+async def test_an_older_sqlite_file_gets_its_ordered_search_rows_at_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file from before ``registry_keys`` (the table dropped here) is given it at the next
-    start, from its served rows; searches found by the text indexes then read it, and every
+    """A file from before ``registry_order`` (FTS5 tables at the agents' rowids, sort keys in
+    ``registry_keys``) is given the new layout at the next start, from its served rows;
+    searches found by the text indexes then read it, the cursor walking pages of 2, and every
     write after keeps it in step (registrations, deletions, set-aside rows, the sweep)."""
     monkeypatch.setattr(store_module, "WINDOW", 4)  # pages come from the text indexes
     db = str(tmp_path / "registry.db")
@@ -146,11 +187,13 @@ async def test_an_older_sqlite_file_gets_its_sort_keys_at_start(
         await store.save_many(records)
     finally:
         await store.close()
-    with sqlite3.connect(db) as conn:
-        conn.execute("DROP TABLE registry_keys")
+    to_older_layout(db)
     store = await opened(db)
     try:
-        await stored(store)  # rebuilt: one key per served row
+        await stored(store)  # rebuilt: one order row and its tokens per served row
+        with sqlite3.connect(db) as conn:
+            left = "SELECT name FROM sqlite_master WHERE name = 'registry_keys'"
+            assert conn.execute(left).fetchall() == []
         brand = records[0].name.casefold()[1:5]  # inside names, and no word begins with it
         queries = [{"q": brand}, {"q": records[1].name.split()[0]}, {"q": "zzz"}]
         for params in queries:  # a page of 2: the cursor walks the sorted keys too
