@@ -46,7 +46,13 @@ async def running(app: ASGIApp, sock: socket.socket, *, lifespan: str = "on") ->
         ws="none",
         timeout_graceful_shutdown=2,
     )
-    server = uvicorn.Server(config)
+    async with serving(uvicorn.Server(config), sock) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving(server: uvicorn.Server, sock: socket.socket) -> AsyncIterator[str]:
+    """Run a configured uvicorn ``server`` on ``sock`` until the block ends; yield its base URL."""
     task = asyncio.create_task(server.serve(sockets=[sock]))
     deadline = time.monotonic() + 10
     while not server.started:

@@ -10,10 +10,8 @@ both on loopback.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +28,7 @@ from node.registry.records import iso, render_entry
 from node.registry.service import Registry
 from tests.registry.conftest import LOOPBACK, FakeClock
 from tests.registry.test_registry_heartbeat_cache import statements
-from tests.servers import free_socket, url_of
+from tests.servers import free_socket, serving
 
 TOKEN = "write-secret-123"
 # the member the route cuts at, inside a description; quotes, non-ASCII and an emoji
@@ -89,17 +87,8 @@ async def as_registry_serves(app: Starlette, served: CountingApp) -> AsyncIterat
     sock = free_socket()
     server = registry_server(app, "127.0.0.1", 0)
     server.config.app = served
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert not task.done() and time.monotonic() < deadline, "the registry did not start"
-        await asyncio.sleep(0.005)
-    try:
-        yield url_of(sock)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=10)
-        sock.close()
+    async with serving(server, sock) as url:
+        yield url
 
 
 def same(a: httpx.Response, b: httpx.Response) -> None:
