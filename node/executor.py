@@ -84,7 +84,7 @@ from node.planning.settings import PlannerSettings, RoutingSettings
 from node.server.proto_json import message_to_dict
 from node.tooling import Tool, ToolCall, ToolCatalog, ToolContext, ToolResult, ToolRunner
 from node.tooling.budget import CostBudget
-from node.tooling.catalog import PreparedCall
+from node.tooling.catalog import PreparedCall, look_again
 from node.tooling.function_tool import FunctionTool
 from node.tooling.guards.paths import Workspace
 from node.tooling.guards.urls import UrlGuard
@@ -380,7 +380,12 @@ class NodeExecutor(AgentExecutor):
         if self._settings.planner is not None and admitted.is_free_text:
             await self._plan_with_model(admitted.request, admitted.ctx, updater)
             return
-        calls = self._plan(admitted, updater)
+        try:
+            calls = self._plan(admitted, updater)
+        except UnknownSkill as exc:  # an exposed peer's skill not discovered yet: look once more
+            if exc.name is None or not await look_again(self._tools, exc.name):
+                raise
+            calls = self._plan(admitted, updater)
         await self._finish(Prepared(calls, admitted.ctx, silent_start(context, calls)), updater)
 
     async def _finish(self, prepared: Prepared, updater: TaskUpdater) -> None:

@@ -45,6 +45,10 @@ __all__ = ["InputNeeded", "InvalidRequest", "NeedsChoice", "NeedsInput", "NoSkil
 class UnknownSkill(PlanningError):
     """The request names a skill this node does not publish."""
 
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name  # the skill asked for, when the request named one as text
+
 
 class NoSkillNamed(PlanningError):
     """The request names no skill; the message says which exist and how to call them."""
@@ -133,7 +137,7 @@ def _lookup(skills: Mapping[str, Tool], name: Any) -> Tool:
     if not isinstance(name, str) or name not in skills:
         close = difflib.get_close_matches(str(name), list(skills), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownSkill(f"unknown skill {name!r}{hint}")
+        raise UnknownSkill(f"unknown skill {name!r}{hint}", name if isinstance(name, str) else None)
     return skills[name]
 
 
