@@ -14,8 +14,8 @@ of the coordinator's. This path serves such a call with the same parts and nothi
    that waits on I/O this path can follow (:func:`waits_on_peers`: a peer's skill, a pipeline of
    such calls and cheap inline tools);
 4. the executor runs and reports it (:meth:`NodeExecutor.finish`) into a queue that folds each
-   event into the task by the SDK ``TaskManager``'s rules (:class:`TaskFold`: what the SDK path's
-   consumer does, without a store round trip per event);
+   event into the task with the SDK's own ``TaskManager`` (as the SDK path's consumer does) but
+   saves nothing;
 5. the terminal task is saved once, then answered (``historyLength`` applied as the SDK does).
 
 Cheap inline calls only: the task is invisible while its calls run (microseconds); a crash in
@@ -55,19 +55,18 @@ from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.cluster import TaskEventStream, TaskVersion, VersionedEvent, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
-from a2a.server.tasks import TaskStore, TaskUpdater
-from a2a.server.tasks.task_manager import append_artifact_to_task
+from a2a.server.tasks import TaskManager, TaskStore, TaskUpdater
 from a2a.types import (
     AgentCard,
+    ListTasksRequest,
+    ListTasksResponse,
     Message,
     SendMessageRequest,
     Task,
-    TaskArtifactUpdateEvent,
     TaskState,
-    TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from a2a.utils.errors import TaskNotCancelableError
 from a2a.utils.input_mode_validator import validate_input_modes
 from a2a.utils.task import apply_history_length, validate_history_length
 
@@ -115,26 +114,39 @@ def waits_on_peers(tool: Tool, _depth: int = 0) -> bool:
     return True
 
 
-class TaskFold(EventQueue):
-    """The executor's event queue on the lean path: each event folds into :attr:`task` at once.
+class _Scratch(TaskStore):
+    """Where the folding ``TaskManager`` "saves": nowhere (the path saves the final task once)."""
 
-    The fold is the SDK's ``TaskManager.save_task_event`` for a task this path created, without
-    its store round trip per event (the path saves the final task once): the same id checks and
-    errors, a status moves the previous status message into the history and merges metadata, an
-    artifact goes through the SDK's own ``append_artifact_to_task``. ``on_working``, when set, is
-    awaited once, after the first WORKING status has folded.
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        return None
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        return None
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        return ListTasksResponse()
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        return None
+
+
+_SCRATCH = _Scratch()
+
+
+class _FoldingQueue(EventQueue):
+    """The executor's event queue on the lean path: each event folds into the task at once.
+
+    ``on_working``, when set, is awaited once, after the first WORKING status has folded.
     """
 
-    def __init__(self, task_id: str, context_id: str, initial_message: Message) -> None:
-        self.task_id, self.context_id = task_id, context_id
-        self._initial_message = initial_message
-        self.task: Task | None = None
+    def __init__(self, manager: TaskManager) -> None:
+        self._manager = manager
         self.on_working: Callable[[TaskStatusUpdateEvent], Awaitable[None]] | None = None
 
     async def enqueue_event(self, event: Event) -> None:
         if isinstance(event, Message):  # pragma: no cover - the node's executor never answers so
             raise TypeError("the lean path runs task-mode executors only")
-        self.fold(event)
+        await self._manager.save_task_event(event)
         hook = self.on_working
         if (
             hook is not None
@@ -143,45 +155,6 @@ class TaskFold(EventQueue):
         ):
             self.on_working = None
             await hook(event)
-
-    def fold(self, event: Task | TaskStatusUpdateEvent | TaskArtifactUpdateEvent) -> Task:
-        """Fold ``event`` into the task (``TaskManager.save_task_event``'s rules) and return it."""
-        event_task_id = event.id if isinstance(event, Task) else event.task_id
-        if self.task_id != event_task_id:
-            raise InvalidParamsError(
-                message=f"Task in event doesn't match TaskManager {self.task_id} : {event_task_id}"
-            )
-        if self.context_id != event.context_id:
-            raise InvalidParamsError(
-                message=f"Context in event doesn't match TaskManager {self.context_id} : "
-                f"{event.context_id}"
-            )
-        if isinstance(event, Task):
-            self.task = event
-            return event
-        task = self.task
-        if task is None:  # an update before any task event: TaskManager's new task
-            task = self.task = Task(
-                id=self.task_id,
-                context_id=self.context_id,
-                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
-                history=[self._initial_message],
-            )
-        if isinstance(event, TaskStatusUpdateEvent):
-            if task.status.HasField("message"):
-                task.history.append(task.status.message)
-            if event.metadata:
-                task.metadata.MergeFrom(event.metadata)
-            task.status.CopyFrom(event.status)
-        else:
-            append_artifact_to_task(task, event)
-        return task
-
-    @property
-    def folded(self) -> Task:
-        """The task so far (the executor's first event is the task itself)."""
-        assert self.task is not None
-        return self.task
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -194,7 +167,7 @@ class LeanRun:
 
     task_id: str
     context: ServerCallContext  # the sender's (its owner scopes every save)
-    fold: TaskFold
+    manager: TaskManager
     version: TaskVersion = TaskVersion.MISSING  # of the WORKING save, once done
     work: asyncio.Task[None] | None = None
     saving: asyncio.Task[None] | None = None  # the WORKING save, when it runs beside the calls
@@ -281,7 +254,8 @@ class LeanPath:
             params=params, task_id=None, context_id=context_id or None, task=None, context=context
         )
         assert request.task_id and request.context_id
-        queue = TaskFold(request.task_id, request.context_id, message)
+        manager = TaskManager(_SCRATCH, context, request.task_id, request.context_id, message)
+        queue = _FoldingQueue(manager)
         try:
             task, updater = await self._executor.begin(request, queue)
             prepared = self._executor.prepare(request, task, updater)
@@ -295,7 +269,7 @@ class LeanPath:
             message.task_id, message.context_id = "", context_id  # as it came
             return None
         if any(waits):
-            run = LeanRun(task.id, context, queue)
+            run = LeanRun(task.id, context, manager)
             if all(tool.read_only for tool in tools):  # a rerun after a crash is harmless
                 queue.on_working = lambda event: self._save_beside(run, event)
             else:
@@ -305,7 +279,8 @@ class LeanPath:
             run.work.add_done_callback(self._works.discard)
             return apply_history_length(await run.outcome(), params.configuration)
         await self._executor.finish(prepared, task, updater)
-        final = queue.folded
+        final = await manager.get_task()
+        assert final is not None
         await self._store.save(final, context)
         return apply_history_length(final, params.configuration)
 
@@ -319,8 +294,8 @@ class LeanPath:
         From here the run is visible (GetTask, ListTasks, CancelTask, SubscribeToTask, retries).
         A store failure stops the run (the runner would only log an error raised here).
         """
-        working = working or run.fold.folded
-        assert run.work is not None
+        working = working or await run.manager.get_task()
+        assert working is not None and run.work is not None
         try:
             run.version = await self._save(working, event, run.context, TaskVersion.MISSING)
         except Exception as exc:
@@ -341,7 +316,7 @@ class LeanPath:
         nothing (read-only), so a retry is as good as the first send.
         """
         working = Task()
-        working.CopyFrom(run.fold.folded)  # later events fold into the original
+        working.CopyFrom(await run.manager.get_task())  # later events fold into the original
 
         def start() -> None:
             run.reveal = None
@@ -367,7 +342,8 @@ class LeanPath:
                 await asyncio.shield(run.saving)
                 if run.error is not None:
                     raise run.error
-            final = run.fold.folded
+            final = await run.manager.get_task()
+            assert final is not None
             try:
                 await self._save(final, final, run.context, run.version)
             except TerminalTaskError:  # canceled through another replica first: that stands
@@ -411,13 +387,14 @@ class LeanPath:
         run.work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await run.work  # the runner cancels and drains the calls (a peer is told to cancel)
-        current = run.fold.folded
+        current = await run.manager.get_task()
+        assert current is not None
         request = RequestContext(
             call_context=context, task_id=run.task_id, context_id=current.context_id, task=current
         )
-        run.fold.on_working = None
-        await self._executor.cancel(request, run.fold)
-        canceled = run.fold.folded
+        await self._executor.cancel(request, _FoldingQueue(run.manager))
+        canceled = await run.manager.get_task()
+        assert canceled is not None
         try:
             await self._save(canceled, canceled, run.context, run.version)  # CANCELED skips the
         except TerminalTaskError as exc:  # version check, never the terminal one
@@ -454,7 +431,7 @@ class LeanPath:
         except Exception as exc:
             run.settle(error=exc)
             return
-        run.settle(stored or run.fold.folded)
+        run.settle(stored or await run.manager.get_task())
 
     async def aclose(self) -> None:
         """Stop the runs still going (shutdown): their tasks stay WORKING for recovery."""
