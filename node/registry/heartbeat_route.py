@@ -58,7 +58,6 @@ class HeartbeatAnswers:
         self.gate = Gate(_no_app, settings)  # for its check only
         self.metrics = metrics
         self.ttl_s = registry.settings.ttl_s
-        self.evict_after = registry.settings.evict_after
 
     def hit(self, agent_id: str) -> bytes | None:
         """The answer for a remembered agent whose answer's fixed part is kept, the heartbeat
@@ -69,7 +68,7 @@ class HeartbeatAnswers:
         if found is None or found.head is None:
             return None
         now = registry.clock()
-        entry = registry.beats.hit(agent_id, now, self.evict_after)
+        entry = registry.beats.hit(agent_id, now, registry.evict_cutoff(now))
         if entry is None or entry.head is None:
             return None
         if self.metrics is not None:

@@ -52,7 +52,7 @@ class HeartbeatBatch:
         """The time queued for ``agent_id`` (``-inf`` when none)."""
         return self._queued.get(agent_id, float("-inf"))
 
-    def hit(self, agent_id: str, now: float, evict_after: float) -> Known | None:
+    def hit(self, agent_id: str, now: float, evict_cutoff: float) -> Known | None:
         """A heartbeat at ``now`` for an agent :class:`KnownAgents` remembers and that is not
         evicted (by its newest time, remembered or queued): queued, remembered, and its entry
         returned. ``None`` (nothing done): :meth:`Registry.heartbeat` decides (it reads the row).
@@ -61,7 +61,7 @@ class HeartbeatBatch:
         if entry is None:
             return None
         queued = self._queued.get(agent_id, float("-inf"))
-        if now - max(entry.last_seen, queued) > evict_after:
+        if max(entry.last_seen, queued) < evict_cutoff:
             return None
         if now > queued:
             self._queued[agent_id] = now

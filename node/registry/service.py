@@ -155,6 +155,7 @@ class Registry:
             Batcher(self._register_batch)
         )
         self._write = asyncio.Lock()
+        self._up_since = clock()
         self._last_sweep = float("-inf")
         self._known = KnownAgents(settings.known_agents)
         self._misses: Batcher[str, Stored | BadRow | None] = Batcher(self._read_many)
@@ -256,11 +257,19 @@ class Registry:
 
     async def refresh_health(self) -> None:
         now, s = self.clock(), self.settings
-        healthy, unhealthy = await self._store.health_counts(now - s.ttl_s, now - s.evict_after)
+        healthy, unhealthy = await self._store.health_counts(now - s.ttl_s, self.evict_cutoff(now))
         self._health = {"healthy": healthy, "unhealthy": unhealthy}
 
+    def evict_cutoff(self, now: float) -> float:
+        """Entries last seen before this time are evicted: ``evict_after`` seconds ago, but 0
+        (nothing) until this registry has been up that long. Its own downtime is no heartbeat
+        missed: agents beat again within a period of its return, and a restart after a long
+        outage must not empty the directory (nor make every node register again)."""
+        cutoff = now - self.settings.evict_after
+        return cutoff if cutoff >= self._up_since else 0.0
+
     def _is_evicted(self, record: AgentRecord, now: float) -> bool:
-        return now - record.last_seen > self.settings.evict_after
+        return record.last_seen < self.evict_cutoff(now)
 
     def _fresh(self, record: AgentRecord) -> AgentRecord:
         """``record`` with the heartbeat this replica has queued for it, if newer."""
@@ -524,14 +533,15 @@ class Registry:
 
     async def sweep(self) -> int:
         """Delete every entry without a heartbeat for ``evict_after`` seconds (one statement, by
-        the times in the store, after writing this replica's queued heartbeats); return how
-        many. On PostgreSQL one replica sweeps at a time and waits ``2 * heartbeat_flush_s``
-        longer, for heartbeats other replicas have queued but not yet written."""
+        the times in the store, after writing this replica's queued heartbeats; none in this
+        registry's first ``evict_after`` seconds: :meth:`evict_cutoff`); return how many. On
+        PostgreSQL one replica sweeps at a time and waits ``2 * heartbeat_flush_s`` longer,
+        for heartbeats other replicas have queued but not yet written."""
         await self._beats.flush()
         now = self.clock()
         self._last_sweep = now
         grace = 2 * self.settings.heartbeat_flush if self._store.dialect != "sqlite" else 0
-        gone = await self._store.sweep(now - self.settings.evict_after - grace) or 0
+        gone = await self._store.sweep(self.evict_cutoff(now) - grace) or 0
         await self.refresh_health()
         if gone:
             log.info("evicted %d agents", gone)
@@ -593,7 +603,7 @@ class Registry:
                 skill=query.skill,
                 tag=query.tag,
                 q=query.q,
-                seen_after=now - s.evict_after,
+                seen_after=self.evict_cutoff(now),
                 healthy=query.healthy,
                 healthy_after=now - s.ttl_s,
                 after=decode_token(query.page_token) if query.page_token else None,

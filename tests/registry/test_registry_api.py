@@ -129,6 +129,32 @@ async def test_eviction_deletes_from_the_database(make_client, card_server, cloc
         assert (await client.get("/v1/agents")).json()["agents"] == []
 
 
+async def test_a_restart_after_a_long_outage_evicts_nobody_before_agents_could_beat(
+    make_client, card_server, clock
+) -> None:
+    """The registry's own downtime is no missed heartbeat: after an hour down (evict_after is
+    90 s) it still lists and accepts heartbeats of every entry, and evicts only those silent
+    for 90 s after its return."""
+    async with make_client() as client:
+        await register(client, card_server.put_card("/a.json", "Alpha"))
+        await register(client, card_server.put_card("/b.json", "Beta"))
+    clock.advance(3600)
+    async with make_client(sweep_interval_s=0.01) as client:
+        listed = {a["id"]: a["healthy"] for a in (await client.get("/v1/agents")).json()["agents"]}
+        assert listed == {"alpha": False, "beta": False}  # kept; unhealthy until they beat
+        assert (await client.get("/v1/agents/alpha")).status_code == 200
+        beat = await client.put("/v1/agents/beta/heartbeat")
+        assert beat.status_code == 200 and beat.json()["healthy"] is True
+        clock.advance(60)
+        assert (await client.put("/v1/agents/beta/heartbeat")).status_code == 200
+        clock.advance(31)  # alpha: silent for 91 s since the return
+        assert [a["id"] for a in (await client.get("/v1/agents")).json()["agents"]] == ["beta"]
+        assert (await client.put("/v1/agents/alpha/heartbeat")).status_code == 404
+    clock.now -= 91  # a new process: alpha was deleted by the sweep, not only left out
+    async with make_client() as client:
+        assert [a["id"] for a in (await client.get("/v1/agents")).json()["agents"]] == ["beta"]
+
+
 async def test_the_background_sweep_evicts_without_reads(make_client, card_server, clock) -> None:
     async with make_client(sweep_interval_s=0.01) as client:
         await register(client, card_server.put_card("/a.json", "Alpha"))

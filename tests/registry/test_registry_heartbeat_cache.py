@@ -228,24 +228,24 @@ def test_a_heartbeat_keeps_its_time_not_its_record() -> None:
 
 def test_the_hit_path_queues_and_remembers_as_a_heartbeat_does(db: str) -> None:
     """:meth:`HeartbeatBatch.hit` (the route's path with no record made): a remembered, live
-    agent is queued and remembered at ``now``; an unknown one, or one silent for longer than
-    ``evict_after`` by its newest time (remembered or queued), is left to the full path."""
+    agent is queued and remembered at ``now``; an unknown one, or one whose newest time
+    (remembered or queued) is before the eviction cutoff, is left to the full path."""
     known = KnownAgents(size=10)
     batch = HeartbeatBatch(AgentStore(RegistrySettings(db=db).db_url), 1.0, known)
     for agent_id in ("a", "b"):
         known.put(agent_id, "r1", _record(agent_id))  # last seen at 0
-    assert batch.hit("nobody", 5.0, 90.0) is None and len(batch) == 0
-    assert batch.hit("a", 91.0, 90.0) is None  # silent for 91 s: read again by the full path
+    assert batch.hit("nobody", 5.0, -85.0) is None and len(batch) == 0
+    assert batch.hit("a", 91.0, 1.0) is None  # silent for 91 s of 90: read by the full path
     assert len(batch) == 0 and (found := known.get("a")) is not None and found.last_seen == 0
     batch.add("a", 50.0)  # queued by an earlier heartbeat: it counts
-    entry = batch.hit("a", 91.0, 90.0)
+    entry = batch.hit("a", 91.0, 1.0)
     assert entry is not None and entry.last_seen == 91.0 and batch.queued("a") == 91.0
     assert known.get("a") == replace(_record("a"), last_seen=91.0, card={})
     known.put("c", "r1", _record("c"))
-    assert batch.hit("b", 60.0, 90.0) is not None  # now the most recently used
+    assert batch.hit("b", 60.0, -30.0) is not None  # now the most recently used
     known.put("d", "r1", _record("d"))
     known.size = 3
     known.put("e", "r1", _record("e"))  # drops the least recently used: "a", not "b"
     assert known.get("a") is None and known.get("b") is not None
     batch.add("b", 70.0)
-    assert batch.hit("b", 65.0, 90.0) is not None and batch.queued("b") == 70.0  # never back
+    assert batch.hit("b", 65.0, -25.0) is not None and batch.queued("b") == 70.0  # never back
