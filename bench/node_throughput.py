@@ -316,7 +316,86 @@ def _exp_json_format_parse(app: Any) -> None:
     jsonrpc_dispatcher.ParseDict = json_format.ParseDict  # type: ignore[attr-defined]
 
 
+def _exp_asgi_time(app: Any) -> None:
+    """Print, every 1,000 requests to stderr, how long a request waited from its first parsed
+    byte to its ASGI call ("parse->asgi") and how long the app took to its last body message
+    ("asgi time"), p50/p99/max. Beside wrk's latency: a tail wrk sees and neither of these
+    does was spent before the server read the request (the loop's scheduling)."""
+    from uvicorn.protocols.http import httptools_impl
+
+    protocol = httptools_impl.HttpToolsProtocol
+    begin, headers_done = protocol.on_message_begin, protocol.on_headers_complete
+
+    def on_message_begin(self: Any) -> None:
+        self._bench_t0 = time.perf_counter()
+        begin(self)
+
+    def on_headers_complete(self: Any) -> None:
+        headers_done(self)
+        self.scope["bench_t0"] = self._bench_t0
+
+    protocol.on_message_begin = on_message_begin  # type: ignore[method-assign]
+    protocol.on_headers_complete = on_headers_complete  # type: ignore[method-assign]
+    waits: list[float] = []
+    times: list[float] = []
+
+    def report(what: str, values: list[float]) -> None:
+        window = sorted(values)
+        values.clear()
+        print(f"{what}: p50 {window[500]:.1f} p99 {window[990]:.1f} max {window[-1]:.1f} ms",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    call = type(app).__call__
+
+    async def timed(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await call(self, scope, receive, send)
+        started = time.perf_counter()
+        waits.append((started - scope.get("bench_t0", started)) * 1000)
+        if len(waits) >= 1000:
+            report("parse->asgi", waits)
+
+        async def sending(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                times.append((time.perf_counter() - started) * 1000)
+                if len(times) >= 1000:
+                    report("asgi time", times)
+
+        await call(self, scope, receive, sending)
+
+    type(app).__call__ = timed  # type: ignore[method-assign]
+
+
+def _exp_loop_gap(app: Any) -> None:
+    """Print every gap over 100 ms between two runs of a 1 ms repeating loop callback."""
+    import asyncio
+
+    import node.server.app
+
+    freeze = node.server.app.freeze_startup_heap
+
+    def started() -> bool:
+        loop = asyncio.get_running_loop()
+        last = [time.perf_counter()]
+
+        def tick() -> None:
+            now = time.perf_counter()
+            gap = (now - last[0]) * 1000
+            if gap > 100:
+                print(f"loop gap {gap:.0f} ms at {now:.3f}", file=sys.stderr, flush=True)
+            last[0] = now
+            loop.call_later(0.001, tick)
+
+        loop.call_soon(tick)
+        return freeze()
+
+    node.server.app.freeze_startup_heap = started  # type: ignore[attr-defined]
+
+
 EXPERIMENTS: dict[str, Callable[[Any], None]] = {
+    "loop_gap": _exp_loop_gap,
+    "asgi_time": _exp_asgi_time,
     "json_format_parse": _exp_json_format_parse,
     "no_call_records": _exp_no_call_records,
     "gc_log": _exp_gc_log,
@@ -606,7 +685,10 @@ def main() -> int:
     )
     parser.add_argument("--verbose", action="store_true", help="print wrk's raw output")
     parser.add_argument(
-        "--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="every server's loop"
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="asyncio",
+        help="every server's loop (default asyncio: a node's own, and the bare SDK's cheaper one)",
     )
     parser.add_argument(
         "--http",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, cast
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -108,6 +109,14 @@ class _AnnouncingServer(uvicorn.Server):
             print(self._banner(), flush=True)  # after the lifespan: the gRPC port is bound
 
 
+def event_loop(args: argparse.Namespace) -> Literal["asyncio", "uvloop"]:
+    """``--loop``, else ``$A2A_NODE_LOOP``, else asyncio."""
+    loop = args.loop or os.environ.get("A2A_NODE_LOOP") or "asyncio"
+    if loop not in ("asyncio", "uvloop"):
+        raise CliError(f"A2A_NODE_LOOP={loop!r}: expected asyncio or uvloop")
+    return cast(Literal["asyncio", "uvloop"], loop)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from node.card import load_card
     from node.tooling.loader import discover_tools
@@ -143,7 +152,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=args.store,
     )
     guard = _StartupError(app)
-    config = make_server(guard, host, port, log_level=args.log_level).config
+    config = make_server(guard, host, port, log_level=args.log_level, loop=event_loop(args)).config
     logs.configure(args.log_level, log_format)  # uvicorn's loggers (set up just now) too
     logging.getLogger("uvicorn.error").addFilter(_DropStartupFailed(guard))
     where = public_url if public_url == listening else f"{public_url} (listening on {listening})"
@@ -157,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
 
     try:
-        _AnnouncingServer(config, banner).run()  # on uvloop when installed (uvicorn's "auto")
+        _AnnouncingServer(config, banner).run()
     except SystemExit:  # uvicorn exits when the start-up fails or the port is taken
         failed = True
     else:
@@ -214,6 +223,13 @@ def add_serve_command(sub: Any) -> None:
         help="let peers found through the registry live in CIDR (the registry's host always may)",
     )
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without auth")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        help="event loop (default: $A2A_NODE_LOOP, else asyncio: it serves connections in "
+        "arrival order; uvloop's latency tail at saturation is 4-15x asyncio's here, "
+        "for the same CPU per task)",
+    )
     add_log_format_option(p)
     p.set_defaults(run=cmd_serve)
 

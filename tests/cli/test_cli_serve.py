@@ -13,6 +13,9 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import SendMessageRequest
 
 from node.card import load_card
+from node.cli import build_parser
+from node.cli.common import CliError
+from node.cli.serve import event_loop
 from node.client import artifacts_of, skill_message, status_text
 from node.registry import RegistrySettings
 from node.registry.app import build_registry_app
@@ -127,3 +130,18 @@ async def test_a_taken_grpc_port_is_one_line_and_exit_2(tmp_path):
         )  # fmt: skip
     assert (code, out) == (2, "")
     assert err == f"a2a-node: cannot serve gRPC on 127.0.0.1:{grpc_port}: the port is in use\n"
+
+
+def test_serve_runs_on_asyncio_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("A2A_NODE_LOOP", raising=False)
+    parse = build_parser().parse_args
+    assert event_loop(parse(["serve", "card.yaml"])) == "asyncio"
+    assert event_loop(parse(["serve", "card.yaml", "--loop", "uvloop"])) == "uvloop"
+    monkeypatch.setenv("A2A_NODE_LOOP", "uvloop")
+    assert event_loop(parse(["serve", "card.yaml"])) == "uvloop"
+    assert event_loop(parse(["serve", "card.yaml", "--loop", "asyncio"])) == "asyncio"
+    monkeypatch.setenv("A2A_NODE_LOOP", "trio")
+    with pytest.raises(CliError, match="A2A_NODE_LOOP='trio': expected asyncio or uvloop"):
+        event_loop(parse(["serve", "card.yaml"]))
+    with pytest.raises(SystemExit):
+        parse(["serve", "card.yaml", "--loop", "trio"])
