@@ -15,8 +15,16 @@
    the task it is never re-sent, only polled. The send asks for no history (``historyLength``
    0): the result is in the artifacts and the status.
 3. A task that is not finished when the send returns is polled with ``GetTask`` (backoff) until
-   it is terminal; at the deadline it is cancelled, best effort.
-4. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
+   it is terminal.
+4. A call that ends before its answer — past its deadline, or cancelled (``CancelledError``: the
+   caller's task was canceled) — cancels the peer's task, best effort, within ``cancel_grace_s``
+   (:data:`CANCEL_GRACE_S`), then raises (``PeerError``; a cancellation is re-raised as it came).
+   A task the peer has named is cancelled by id (``CancelTask``); one whose blocking send is
+   still in flight is found by the call's context id (:mod:`node.peers.task_lookup`: a message
+   without a ``contextId`` is sent with a fresh one). That work runs in its own
+   ``asyncio.Task``: a second cancellation of the caller does not cut it short, and the caller
+   never waits longer than the grace for it.
+5. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
    status message (:mod:`node.peers.results`); failed, rejected, canceled, input-required or
    auth-required → ``PeerError`` with the peer's status text.
 
@@ -33,6 +41,7 @@ import logging
 import math
 import random
 import time
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -76,6 +85,7 @@ from node.peers.grpc_channels import GrpcChannels
 from node.peers.jsonrpc_direct import DirectJsonRpc
 from node.peers.results import message_text, parts_result, task_result
 from node.peers.settings import PeersSettings
+from node.peers.task_lookup import SentMessage, open_tasks
 from node.protocol import INTERRUPTED, TERMINAL
 
 _DEFAULTS = PeersSettings()  # one source for the call policy defaults
@@ -87,7 +97,7 @@ T = TypeVar("T")
 TokenSource = Callable[[], str | None]
 RETRY_STATUS = frozenset({502, 503, 504})
 RETRY_GRPC = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-CANCEL_GRACE_S = 2.0  # time allowed to cancel a remote task after the deadline
+CANCEL_GRACE_S = 2.0  # time allowed to cancel a remote task after the deadline or a cancel
 # Every binding this node speaks; the peer's card order picks one (the SDK's server preference).
 BINDINGS = (
     TransportProtocol.JSONRPC.value,
@@ -197,8 +207,11 @@ class PeerClient:
         poll_max_s: float = 1.0,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 2.0,
+        cancel_grace_s: float = CANCEL_GRACE_S,
     ) -> None:
         self.peer_id, self.card, self._token = peer_id, card, token
+        self.cancel_grace_s = cancel_grace_s
+        self._stopping: set[asyncio.Task[None]] = set()  # cancels outliving a cancelled call
         self.breaker = breaker or CircuitBreaker()
         self.retries = retries
         self._poll = (poll_initial_s, poll_max_s)
@@ -251,16 +264,24 @@ class PeerClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         tracing.inject(headers)  # W3C trace context: an HTTP header or gRPC metadata
         progress = _Progress()
+        own_context = not message.context_id
+        if own_context:  # the id the peer's task is found by before the peer names it
+            message.context_id = uuid.uuid4().hex
+        sent = SentMessage(message.message_id, message.context_id, own_context)
         budget = max(0.0, deadline - time.time())
         try:
             async with asyncio.timeout(budget):
                 answer = await self._exchange(message, deadline, headers, progress)
         except TimeoutError as exc:
             self._record(answered=progress.task is not None)
-            if progress.task is not None:
-                note_remote_task(progress.task.id)
-                await self._cancel_quietly(progress.task.id, headers)
+            await self._stop_remote(progress, sent, headers)
             raise PeerError(f"peer {self.peer_id} did not finish within {budget:.1f}s") from exc
+        except asyncio.CancelledError:  # the caller's task was canceled: so is the peer's
+            stop = asyncio.create_task(self._stop_remote(progress, sent, headers))
+            self._stopping.add(stop)
+            stop.add_done_callback(self._stopping.discard)
+            await asyncio.wait([stop])  # bounded by the grace; another cancel leaves it running
+            raise
         except CALL_ERRORS as exc:
             transient = is_transient(exc)
             self._record(answered=not transient)
@@ -353,14 +374,29 @@ class PeerClient:
         if state == TaskState.TASK_STATE_COMPLETED:
             return task_result(task.artifacts, status)
         if state in INTERRUPTED:  # nobody will answer it: free the peer's parked task
-            await self._cancel_quietly(task.id, headers)
+            await self._stop_remote(_Progress(task), None, headers)
         reason = (message_text(status) if status is not None else "") or "no reason given"
         raise PeerError(f"peer {self.peer_id} task {state_name(state)}: {reason}")
 
-    async def _cancel_quietly(self, task_id: str, headers: dict[str, str] | None) -> None:
+    async def _stop_remote(
+        self, progress: _Progress, sent: SentMessage | None, headers: dict[str, str] | None
+    ) -> None:
+        """Cancel the call's task on the peer: the one it named, else the one ``sent`` created
+        (looked up); best effort, within ``cancel_grace_s``, never raising."""
+        grace = self.cancel_grace_s
+        what = progress.task.id if progress.task is not None else "of this call"
         try:
-            async with asyncio.timeout(CANCEL_GRACE_S):
-                context = ClientCallContext(timeout=CANCEL_GRACE_S, service_parameters=headers)
-                await self._client.cancel_task(CancelTaskRequest(id=task_id), context=context)
-        except (TimeoutError, *CALL_ERRORS) as exc:
-            log.info("peer %s: could not cancel task %s: %s", self.peer_id, task_id, exc)
+            async with asyncio.timeout(grace):
+                context = ClientCallContext(timeout=grace, service_parameters=headers)
+                if progress.task is not None:
+                    ids = [progress.task.id]
+                elif sent is not None:
+                    ids = await open_tasks(self._client, sent, context)
+                else:
+                    ids = []
+                for task_id in ids:
+                    what = task_id
+                    note_remote_task(task_id)  # the call record names the task it canceled
+                    await self._client.cancel_task(CancelTaskRequest(id=task_id), context=context)
+        except (TimeoutError, NotImplementedError, *CALL_ERRORS) as exc:
+            log.info("peer %s: could not cancel task %s: %s", self.peer_id, what, exc)

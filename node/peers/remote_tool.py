@@ -36,7 +36,7 @@ from node.errors import InvalidArguments
 from node.observability.metrics import peer_call
 from node.peers.cards import skill_schemas
 from node.peers.hops import HopState, check_hop, forward_metadata, read_hop
-from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
+from node.peers.peer_client import PeerClient
 from node.protocol import HOP
 from node.tooling.context import ToolContext
 from node.tooling.tool import Scope, Tool, ToolPolicy
@@ -103,7 +103,8 @@ class RemoteSkillTool(Tool):
             group=f"peer:{peer.peer_id}",
             tags=tuple(skill.tags),
             examples=tuple(skill.examples),
-            timeout=call_timeout_s + CANCEL_GRACE_S,  # the runner's limit leaves time to cancel
+            timeout=call_timeout_s
+            + peer.cancel_grace_s,  # the runner's limit leaves time to cancel
         )
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
