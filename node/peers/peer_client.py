@@ -21,7 +21,8 @@
    (:data:`CANCEL_GRACE_S`), then raises (``PeerError``; a cancellation is re-raised as it came).
    A task the peer has named is cancelled by id (``CancelTask``); one whose blocking send is
    still in flight is found by the call's context id (:mod:`node.peers.task_lookup`: a message
-   without a ``contextId`` is sent with a fresh one). That work runs in its own
+   without a ``contextId`` is sent with a fresh one; a peer that refuses it, as A2A allows, gets
+   the message again without one, and none from then on). That work runs in its own
    ``asyncio.Task``: a second cancellation of the caller does not cut it short, and the caller
    never waits longer than the grace for it.
 5. A direct Message → its parts as the result; a completed Task → its artifacts, else its final
@@ -212,6 +213,7 @@ class PeerClient:
         self.peer_id, self.card, self._token = peer_id, card, token
         self.cancel_grace_s = cancel_grace_s
         self._stopping: set[asyncio.Task[None]] = set()  # cancels outliving a cancelled call
+        self._sends_context = True  # until the peer refuses a contextId of ours
         self.breaker = breaker or CircuitBreaker()
         self.retries = retries
         self._poll = (poll_initial_s, poll_max_s)
@@ -264,14 +266,14 @@ class PeerClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         tracing.inject(headers)  # W3C trace context: an HTTP header or gRPC metadata
         progress = _Progress()
-        own_context = not message.context_id
-        if own_context:  # the id the peer's task is found by before the peer names it
-            message.context_id = uuid.uuid4().hex
-        sent = SentMessage(message.message_id, message.context_id, own_context)
+        own_context = not message.context_id and self._sends_context
+        # the id the peer's task is found by before the peer names it (sent, not set on message)
+        context_id = uuid.uuid4().hex if own_context else message.context_id
+        sent = SentMessage(message.message_id, context_id, own_context)
         budget = max(0.0, deadline - time.time())
         try:
             async with asyncio.timeout(budget):
-                answer = await self._exchange(message, deadline, headers, progress)
+                answer = await self._exchange(message, deadline, headers, progress, sent)
         except TimeoutError as exc:
             self._record(answered=progress.task is not None)
             await self._stop_remote(progress, sent, headers)
@@ -325,13 +327,19 @@ class PeerClient:
         return await retrying(op)
 
     async def _exchange(
-        self, message: Message, deadline: float, headers: dict[str, str] | None, progress: _Progress
+        self,
+        message: Message,
+        deadline: float,
+        headers: dict[str, str] | None,
+        progress: _Progress,
+        sent: SentMessage,
     ) -> Task | Message:
         # The answer's history (our own message back, the peer's progress notes) is never read:
         # asking for none saves the peer its serialisation and us the parse (issue 13).
         request = SendMessageRequest(
             message=message, configuration=SendMessageConfiguration(history_length=0)
         )
+        request.message.context_id = sent.context_id
 
         async def send() -> Task | Message:
             if progress.task is not None:  # the peer holds the task: poll it, never send twice
@@ -352,7 +360,19 @@ class PeerClient:
                 raise ValueError("the answer holds neither a task nor a message")
             return progress.task
 
-        answer = await self._retrying(send, deadline)
+        try:
+            answer = await self._retrying(send, deadline)
+        except A2AError as exc:
+            if not sent.own_context or progress.task is not None or is_transient(exc):
+                raise
+            # A2A lets a peer refuse a client's contextId (with an error): send once more without
+            # ours; if that goes through, this peer's messages go without one from now on.
+            request.message.context_id = sent.context_id = ""
+            answer = await self._retrying(send, deadline)
+            self._sends_context = False
+            log.info(
+                "peer %s refused a contextId (%s): sending none from now on", self.peer_id, exc
+            )
         delay, cap = self._poll
         while isinstance(answer, Task) and answer.status.state not in TERMINAL | INTERRUPTED:
             await asyncio.sleep(delay)

@@ -6,7 +6,8 @@ that binding) and publishes ``b__hold``. A client sends ``b__hold`` to A, waits 
 runs, and cancels A's task: B's task must end CANCELED and its tool be stopped at once, whether
 A's blocking send was still waiting (A does not know B's task id: it finds it by the context id
 it sent) or A's stream had already named the task (cancelled by id). A peer that hangs at cancel
-time holds the caller's cancellation no longer than the grace.
+time holds the caller's cancellation no longer than the grace; a peer refusing our context id
+(A2A lets it) gets the message without one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,14 +40,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from node.card import parse_card
-from node.client import skill_message
+from node.client import data_message, skill_message
 from node.outbound_http import outbound_client
 from node.peers import peer_client
 from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
 from node.tooling.tool import Tool
-from tests.peers.peers_support import eventually, one_interface, peer_card
+from tests.peers.peers_support import PeerFactory, eventually, one_interface, peer_card
 from tests.server.conftest import make_client
 from tests.servers import InProcessApps, free_socket, running, url_of
 
@@ -308,4 +310,58 @@ async def test_a_hanging_peer_holds_the_cancellation_no_longer_than_the_grace(
         sent = b"".join(read)
     assert grace * 0.9 <= held < grace + 0.5  # it tried for the whole grace, and no longer
     assert b"ListTasks" in sent  # the peer named no task: it was looked up (and never answered)
-    assert message.context_id.encode() in sent.split(b"ListTasks", 1)[1]
+    send, lookup = sent.split(b"ListTasks", 1)
+    context_id = re.search(rb'"contextId":"([0-9a-f]{32})"', send)
+    assert context_id is not None and context_id[1] in lookup  # the context it was sent in
+    assert not message.context_id  # the caller's message is left as it was
+
+
+class RefuseContext:
+    """A peer that refuses (JSON-RPC -32602, as A2A allows) a message carrying a contextId."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app, self.refused = app, 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        request = json.loads(body)
+        if request["params"].get("message", {}).get("contextId"):
+            self.refused += 1
+            error = {"code": -32602, "message": "contextId not accepted here"}
+            answer = {"jsonrpc": "2.0", "id": request["id"], "error": error}
+            await JSONResponse(answer)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def test_a_peer_refusing_our_context_id_gets_the_message_without_one(
+    http: httpx.AsyncClient, start_peer: PeerFactory
+) -> None:
+    wrapped: list[RefuseContext] = []
+
+    def refusing(app: ASGIApp) -> ASGIApp:
+        wrapped.append(RefuseContext(app))
+        return wrapped[0]
+
+    peer = await start_peer(wrap=refusing, streaming=False)
+    client = PeerClient("b", peer.card, http=http, streaming=False)
+    add = {"skill": "add", "arguments": {"a": 1, "b": 2}}
+    assert await client.call(data_message(add), deadline=time.time() + 5) == {"sum": 3}
+    assert wrapped[0].refused == 1  # ours was refused once, the same message went without it
+    assert await client.call(data_message(add), deadline=time.time() + 5) == {"sum": 3}
+    assert wrapped[0].refused == 1  # and later ones go without one
