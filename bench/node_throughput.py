@@ -393,7 +393,31 @@ def _exp_loop_gap(app: Any) -> None:
     node.server.app.freeze_startup_heap = started  # type: ignore[attr-defined]
 
 
+def _exp_writer_batches(app: Any) -> None:
+    """Print, every 500 batches to stderr, how many jobs the SQLite writer thread committed per
+    batch (mean, max) and its thread CPU per job."""
+    from node.store import sqlite_writer
+
+    run = sqlite_writer.SqliteWriter._run
+    sizes: list[int] = []
+    cpu = [time.thread_time()]
+
+    def _run(self: Any, batch: Any) -> None:
+        run(self, batch)
+        sizes.append(len(batch))
+        if len(sizes) >= 500:
+            now = time.thread_time()
+            print(f"writer: {sum(sizes) / len(sizes):.1f} jobs per batch (max {max(sizes)}), "
+                  f"{(now - cpu[0]) * 1e6 / sum(sizes):.0f} us thread CPU per job",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            sizes.clear()
+            cpu[0] = now
+
+    sqlite_writer.SqliteWriter._run = _run  # type: ignore[method-assign]
+
+
 EXPERIMENTS: dict[str, Callable[[Any], None]] = {
+    "writer_batches": _exp_writer_batches,
     "loop_gap": _exp_loop_gap,
     "asgi_time": _exp_asgi_time,
     "json_format_parse": _exp_json_format_parse,
