@@ -44,10 +44,18 @@ from node.client import data_message, skill_message
 from node.outbound_http import outbound_client
 from node.peers import peer_client
 from node.peers.peer_client import CANCEL_GRACE_S, PeerClient
+from node.server import lean_path
 from node.server.app import build_node_app
 from node.tooling import ToolContext, tool
 from node.tooling.tool import Tool
-from tests.peers.peers_support import PeerFactory, eventually, one_interface, peer_card
+from tests.peers.peers_support import (
+    PeerFactory,
+    Recorder,
+    eventually,
+    one_interface,
+    peer_app,
+    peer_card,
+)
 from tests.server.conftest import make_client
 from tests.servers import InProcessApps, free_socket, running, url_of
 
@@ -365,3 +373,65 @@ async def test_a_peer_refusing_our_context_id_gets_the_message_without_one(
     assert wrapped[0].refused == 1  # ours was refused once, the same message went without it
     assert await client.call(data_message(add), deadline=time.time() + 5) == {"sum": 3}
     assert wrapped[0].refused == 1  # and later ones go without one
+
+
+async def test_a_peer_task_not_stored_yet_is_looked_up_again_and_the_cancel_cascades(
+    serve: Serve, apps: InProcessApps, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A → B (lean path) → C (a plain a2a-sdk peer, ``slow``). B stores its task only once its
+    call to C has run VISIBLE_AFTER_S (0.5 s here): A's cancel, sent as soon as C works, finds
+    nothing at first, asks again, cancels B's task, and B's cancelled call cancels C's."""
+    monkeypatch.setattr(lean_path, "VISIBLE_AFTER_S", 0.5)
+    c_sock, c_log = free_socket(), Recorder()
+    c_app = peer_app(peer_card(url_of(c_sock), agent_id="c", name="Peer C"), c_log)
+    async with running(c_app, c_sock) as c_url:
+        b_card = parse_card(
+            {
+                "id": "b",
+                "name": "B",
+                "description": "Forwards to C.",
+                "peers": {"static": [{"url": c_url, "expose": True}], "call_timeout_s": 20},
+                "server": {"lean_path": True},
+            },
+            env={},
+        )
+        watched: list[Methods] = []
+
+        def b_app(url: str) -> ASGIApp:
+            app = build_node_app(b_card, public_url=url, data_dir=tmp_path / "b", store="memory")
+            watched.append(Methods(app))
+            return watched[0]
+
+        b_url = await serve(b_app)
+        a_card = parse_card(
+            {
+                "id": "a",
+                "name": "A",
+                "description": "Forwards to B.",
+                "peers": {"static": [{"url": b_url, "expose": True}], "call_timeout_s": 20},
+                "server": {"lean_path": False},  # A's task is listed at once
+            },
+            env={},
+        )
+        a = await apps.start(
+            lambda u: build_node_app(a_card, public_url=u, data_dir=tmp_path / "a", store="memory")
+        )
+        async with apps.client() as http:
+
+            async def published() -> bool:
+                served = (await http.get(f"{a}/.well-known/agent-card.json")).json()
+                return "b__c__slow" in {s["id"] for s in served["skills"]}
+
+            await eventually(published, within=10.0)
+            client, b = await make_client(http, a), await make_client(http, b_url)
+            request = SendMessageRequest(message=skill_message("b__c__slow", {}))
+            sending = asyncio.create_task(anext(aiter(client.send_message(request))))
+            await eventually(lambda: bool(c_log.metadata))  # C works; B stores nothing yet
+            task = await only_task(client, WORKING)
+            await client.cancel_task(CancelTaskRequest(id=task.id))
+            await eventually(lambda: bool(c_log.cancels), within=CANCEL_GRACE_S)
+            sent_to_b = list(watched[0].seen)
+            assert (await only_task(b, CANCELED)).status.state == CANCELED
+            await asyncio.wait_for(sending, 10)
+    assert sent_to_b.count("ListTasks") >= 2, sent_to_b  # empty at first, then B's task
+    assert sent_to_b.count("CancelTask") == 1, sent_to_b
