@@ -242,7 +242,10 @@ class PeerClient:
         self._direct = DirectJsonRpc.of(self._client, http)  # the same bytes, fewer layers
 
     async def aclose(self) -> None:
-        """Close the gRPC channels this client owns (shared ones belong to their owner)."""
+        """Close the gRPC channels this client owns (shared ones belong to their owner), once
+        the peer cancels still under way have ended (each within the grace)."""
+        if self._stopping:
+            await asyncio.wait(set(self._stopping))
         if self._own_channels:
             await self._channels.aclose()
 

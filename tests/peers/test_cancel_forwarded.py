@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -435,3 +436,24 @@ async def test_a_peer_task_not_stored_yet_is_looked_up_again_and_the_cancel_casc
             await asyncio.wait_for(sending, 10)
     assert sent_to_b.count("ListTasks") >= 2, sent_to_b  # empty at first, then B's task
     assert sent_to_b.count("CancelTask") == 1, sent_to_b
+
+
+async def test_a_second_cancel_leaves_the_peer_cancel_running_and_aclose_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    grace = 0.3
+    caplog.set_level(logging.INFO, logger="node.peers.peer_client")
+    async with hanging_peer() as (url, read), outbound_client(timeout=5.0) as http:
+        client = PeerClient("b", peer_card(url, streaming=False), http=http, cancel_grace_s=grace)
+        call = asyncio.create_task(
+            client.call(skill_message("b__hold", {}), deadline=time.time() + 20)
+        )
+        await eventually(lambda: b"SendMessage" in b"".join(read))
+        call.cancel()
+        await eventually(lambda: b"ListTasks" in b"".join(read))  # the peer's task looked up
+        call.cancel()  # again: the caller goes at once, the lookup goes on
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert "could not cancel" not in caplog.text
+        await client.aclose()
+        assert "peer b: could not cancel task of this call" in caplog.text  # ended at the grace
