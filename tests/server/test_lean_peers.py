@@ -7,8 +7,8 @@ over them, batches mixing them with local tools. Every request goes to both thro
 client and the answers, ids and timestamps blanked, must be equal; ``LEAN`` counts the sends the
 lean path served, so a case meant for it cannot pass by comparing the SDK path with itself.
 While a lean peer call runs, its task is stored WORKING (ListTasks, GetTask), CancelTask stops
-it with the same tasks as the SDK path (on both paths the peer's own task is left to its
-deadline: the peer client cancels it only when the deadline passes), SubscribeToTask gets the
+it with the same tasks as the SDK path (on both paths the cancelled peer call then cancels the
+peer's own task: ``tests/peers/test_cancel_forwarded.py``), SubscribeToTask gets the
 current task then the final one, a retried messageId gets the same task, and (PostgreSQL) a
 cancel through another replica stops it.
 """
@@ -261,7 +261,7 @@ async def test_a_lean_peer_call_is_visible_and_cancelable_like_the_sdk_path(
             running_task = await working_task(client[lean])
             log.append(running_task)
             log.append(await client[lean].get_task(GetTaskRequest(id=running_task.id)))
-            assert not sending.done()  # the peer works until its deadline (20 s)
+            assert not sending.done()  # the peer's slow tool runs until cancelled
             log.append(await client[lean].cancel_task(CancelTaskRequest(id=running_task.id)))
             log.append(await asyncio.wait_for(sending, 10))  # the blocked sender's answer
             log.append(await client[lean].get_task(GetTaskRequest(id=running_task.id)))
