@@ -168,32 +168,42 @@ async def forwarding(
 
     card_app = Starlette(routes=[Route("/b.json", card)])
     async with running(card_app, free_socket(), lifespan="off") as card_host:
-        a_card = parse_card(
-            {
-                "id": "a",
-                "name": "A",
-                "description": "Forwards to B.",
-                "peers": {
-                    "static": [{"url": f"{card_host}/b.json", "expose": True}],
-                    "refresh_s": 60,
-                    "call_timeout_s": 20,
-                    "streaming": streaming,
-                },
-                "server": {"lean_path": lean},
-            },
-            env={},
-        )
-        a = await apps.start(
-            lambda u: build_node_app(a_card, public_url=u, data_dir=tmp_path / "a", store="memory")
-        )
+        peers = {
+            "static": [{"url": f"{card_host}/b.json", "expose": True}],
+            "refresh_s": 60,
+            "call_timeout_s": 20,
+            "streaming": streaming,
+        }
+        a = await forwarder(apps, tmp_path, peers, lean=lean, skill="b__hold")
         async with apps.client() as http:
-
-            async def published() -> bool:
-                served = (await http.get(f"{a}/.well-known/agent-card.json")).json()
-                return "b__hold" in {s["id"] for s in served["skills"]}
-
-            await eventually(published, within=10.0)
             yield Setup(await make_client(http, a), await make_client(http, b), held, methods[0])
+
+
+async def forwarder(
+    apps: InProcessApps, tmp_path: Path, peers: dict[str, Any], *, lean: bool, skill: str
+) -> str:
+    """A, in-process, forwarding to the static ``peers``; its URL once its card lists ``skill``."""
+    card = parse_card(
+        {
+            "id": "a",
+            "name": "A",
+            "description": "Forwards to B.",
+            "peers": peers,
+            "server": {"lean_path": lean},
+        },
+        env={},
+    )
+    a = await apps.start(
+        lambda u: build_node_app(card, public_url=u, data_dir=tmp_path / "a", store="memory")
+    )
+    async with apps.client() as http:
+
+        async def published() -> bool:
+            served = (await http.get(f"{a}/.well-known/agent-card.json")).json()
+            return skill in {s["id"] for s in served["skills"]}
+
+        await eventually(published, within=10.0)
+    return a
 
 
 async def only_task(client: Client, state: TaskState) -> Task:
@@ -404,26 +414,10 @@ async def test_a_peer_task_not_stored_yet_is_looked_up_again_and_the_cancel_casc
             return watched[0]
 
         b_url = await serve(b_app)
-        a_card = parse_card(
-            {
-                "id": "a",
-                "name": "A",
-                "description": "Forwards to B.",
-                "peers": {"static": [{"url": b_url, "expose": True}], "call_timeout_s": 20},
-                "server": {"lean_path": False},  # A's task is listed at once
-            },
-            env={},
-        )
-        a = await apps.start(
-            lambda u: build_node_app(a_card, public_url=u, data_dir=tmp_path / "a", store="memory")
-        )
+        peers = {"static": [{"url": b_url, "expose": True}], "call_timeout_s": 20}
+        # SDK path on A: its task is listed at once
+        a = await forwarder(apps, tmp_path, peers, lean=False, skill="b__c__slow")
         async with apps.client() as http:
-
-            async def published() -> bool:
-                served = (await http.get(f"{a}/.well-known/agent-card.json")).json()
-                return "b__c__slow" in {s["id"] for s in served["skills"]}
-
-            await eventually(published, within=10.0)
             client, b = await make_client(http, a), await make_client(http, b_url)
             request = SendMessageRequest(message=skill_message("b__c__slow", {}))
             sending = asyncio.create_task(anext(aiter(client.send_message(request))))
