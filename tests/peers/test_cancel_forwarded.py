@@ -87,6 +87,20 @@ def hold_tool(held: Held) -> Tool:
     return hold
 
 
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app downstream of one that read the request ``body`` already."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
 class Methods:
     """Passes requests through, noting each POST's JSON-RPC method and each request's path."""
 
@@ -107,16 +121,7 @@ class Methods:
             body, more = body + message.get("body", b""), message.get("more_body", False)
         with contextlib.suppress(ValueError, AttributeError):
             self.seen.append(str(json.loads(body).get("method")))
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 @dataclass
@@ -356,16 +361,7 @@ class RefuseContext:
             answer = {"jsonrpc": "2.0", "id": request["id"], "error": error}
             await JSONResponse(answer)(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 async def test_a_peer_refusing_our_context_id_gets_the_message_without_one(
