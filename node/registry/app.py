@@ -241,8 +241,9 @@ def registry_server(
 
 
 def run_registry(settings: RegistrySettings) -> None:
-    """:func:`serve_registry` on uvloop when it is installed (as ``a2a-node serve`` runs a node:
-    less CPU per request, see bench/RESULTS.md), else on asyncio's loop."""
+    """:func:`serve_registry` on uvloop when it is installed (its heartbeats cost tens of µs
+    each, where the loop's own cost shows; nodes serve on asyncio for its fairer tail, see
+    ``a2a-node serve --loop``), else on asyncio's loop."""
     try:
         from uvloop import new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency
