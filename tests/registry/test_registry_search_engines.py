@@ -126,6 +126,9 @@ QUERIES: list[dict[str, str]] = [
 ]
 
 
+UP = 90.0  # a registry evicts nobody in its first evict_after (90 s): it has been up that long
+
+
 async def fill(db: str, records: list[AgentRecord]) -> None:
     store = AgentStore(async_url(RegistrySettings(db=db).db_url))
     await store.open()
@@ -154,11 +157,12 @@ async def walk(client: httpx.AsyncClient, page_size: int, **params: Any) -> list
 async def filled(
     make_client: MakeClient, db: str, clock: FakeClock
 ) -> AsyncIterator[tuple[httpx.AsyncClient, list[AgentRecord]]]:
-    records = population(clock.now)
+    records = population(clock.now + UP)
     async with make_client(db=db):
         pass  # creates the schema
     await fill(db, records)
     async with make_client(db=db) as client:
+        clock.advance(UP)
         yield client, records
 
 
@@ -178,14 +182,15 @@ async def test_every_search_follows_the_rules_on_both_engines(
 
 
 async def test_pages_hold_still_while_agents_register(make_client, db, clock) -> None:
-    records = population(clock.now, 60)
+    records = population(clock.now + UP, 60)
     async with make_client(db=db):
         pass
     await fill(db, records)
-    want = expected(records, clock.now)
+    want = expected(records, clock.now + UP)
     seen: list[str] = []
     query: dict[str, Any] = {"page_size": 6}
     async with make_client(db=db) as client:
+        clock.advance(UP)
         for round_ in range(100):
             body = (await client.get("/v1/agents", params=query)).json()
             seen += [a["id"] for a in body["agents"]]
