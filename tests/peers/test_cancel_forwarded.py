@@ -87,8 +87,12 @@ def hold_tool(held: Held) -> Tool:
     return hold
 
 
-def replaying(body: bytes, receive: Receive) -> Receive:
-    """``receive`` for an app downstream of one that read the request ``body`` already."""
+async def read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's body, and a ``receive`` that gives it again to the app downstream."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
     replayed = False
 
     async def replay() -> Message:
@@ -98,7 +102,7 @@ def replaying(body: bytes, receive: Receive) -> Receive:
         replayed = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    return replay
+    return body, replay
 
 
 class Methods:
@@ -115,13 +119,10 @@ class Methods:
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
+        body, receive = await read_body(receive)
         with contextlib.suppress(ValueError, AttributeError):
             self.seen.append(str(json.loads(body).get("method")))
-        await self.app(scope, replaying(body, receive), send)
+        await self.app(scope, receive, send)
 
 
 @dataclass
@@ -350,10 +351,7 @@ class RefuseContext:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
+        body, receive = await read_body(receive)
         request = json.loads(body)
         if request["params"].get("message", {}).get("contextId"):
             self.refused += 1
@@ -361,7 +359,7 @@ class RefuseContext:
             answer = {"jsonrpc": "2.0", "id": request["id"], "error": error}
             await JSONResponse(answer)(scope, receive, send)
             return
-        await self.app(scope, replaying(body, receive), send)
+        await self.app(scope, receive, send)
 
 
 async def test_a_peer_refusing_our_context_id_gets_the_message_without_one(
